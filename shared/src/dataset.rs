@@ -1,0 +1,332 @@
+//! The dataset format: JSONL, one example per line,
+//! `{"id": "...", "text": "...", "references": ["..."], "meta": {...}}`.
+//!
+//! The loader reads the whole file before returning: an error names `file:line` and the
+//! field, and nothing is half-loaded. Ids must be unique within the file.
+
+use crate::domain::Example;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// A dataset file that failed to load, with the place of the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// The file could not be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The dataset file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A line is malformed.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The dataset file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// The file holds no example.
+    #[error("{path}: no examples (the file is empty)")]
+    Empty {
+        /// The dataset file.
+        path: PathBuf,
+    },
+}
+
+/// A dataset loaded in full, with the hash that identifies its content in job keys.
+#[derive(Debug, Clone)]
+pub struct LoadedDataset {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// sha256 of the file's bytes, hex.
+    pub hash: String,
+    /// Examples in file order.
+    pub examples: Vec<Example>,
+}
+
+/// The fields an example line may have.
+const FIELDS: [&str; 4] = ["id", "text", "references", "meta"];
+
+/// Loads a JSONL dataset file.
+///
+/// ```no_run
+/// let ds = credence_shared::dataset::load(std::path::Path::new("examples/sample.jsonl"))?;
+/// println!("{} examples, sha256 {}", ds.examples.len(), ds.hash);
+/// # Ok::<(), credence_shared::dataset::DatasetError>(())
+/// ```
+pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
+    let io_err = |source| DatasetError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io_err)?;
+    let mut hasher = Sha256::new();
+    let mut reader = BufReader::new(HashingReader {
+        inner: file,
+        hasher: &mut hasher,
+    });
+    let mut examples = Vec::new();
+    let mut first_line_of: HashMap<String, usize> = HashMap::new();
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(io_err)?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let line_err = |message: String| DatasetError::Line {
+            path: path.to_path_buf(),
+            line: line_no,
+            message,
+        };
+        let text = std::str::from_utf8(&buf)
+            .map_err(|e| line_err(format!("not valid UTF-8 at byte {}", e.valid_up_to() + 1)))?;
+        if text.trim().is_empty() {
+            return Err(line_err(
+                "empty line; expected one JSON object per line".into(),
+            ));
+        }
+        let example = parse_line(text).map_err(line_err)?;
+        if let Some(first) = first_line_of.get(&example.id) {
+            return Err(line_err(format!(
+                "duplicate id {:?} (first used on line {first})",
+                example.id
+            )));
+        }
+        first_line_of.insert(example.id.clone(), line_no);
+        examples.push(example);
+    }
+    drop(reader);
+    if examples.is_empty() {
+        return Err(DatasetError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(LoadedDataset {
+        path: path.to_path_buf(),
+        hash: hex::encode(hasher.finalize()),
+        examples,
+    })
+}
+
+fn parse_line(line: &str) -> Result<Example, String> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        // serde_json reports "line 1 column N" of this one line: keep the column.
+        format!(
+            "invalid JSON at column {}: {}",
+            e.column(),
+            strip_position(&e.to_string())
+        )
+    })?;
+    let serde_json::Value::Object(mut obj) = value else {
+        return Err(format!("expected a JSON object, got {}", kind(&value)));
+    };
+    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?}; expected id, text, references, meta (put extra data in meta)"
+        ));
+    }
+    let raw_id = obj.remove("id");
+    let raw_text = obj.remove("text");
+    let raw_refs = obj.remove("references");
+    let raw_meta = obj.remove("meta");
+    let id = match raw_id {
+        None => return Err("missing field \"id\"".into()),
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
+            return Err("field \"id\" is empty".into())
+        }
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => {
+            return Err(format!(
+                "field \"id\" must be a string, got {}",
+                kind(&other)
+            ))
+        }
+    };
+    let text = match raw_text {
+        None => return Err(format!("missing field \"text\" (id {id:?})")),
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
+            return Err(format!("field \"text\" is empty (id {id:?})"))
+        }
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => {
+            return Err(format!(
+                "field \"text\" must be a string, got {} (id {id:?})",
+                kind(&other)
+            ))
+        }
+    };
+    let references = match raw_refs {
+        None => return Err(format!("missing field \"references\" (id {id:?})")),
+        Some(serde_json::Value::Array(items)) => {
+            if items.is_empty() {
+                return Err(format!("field \"references\" is empty (id {id:?})"));
+            }
+            let mut refs = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                match item {
+                    serde_json::Value::String(s) if !s.trim().is_empty() => refs.push(s),
+                    serde_json::Value::String(_) => {
+                        return Err(format!("field \"references[{i}]\" is empty (id {id:?})"))
+                    }
+                    other => {
+                        return Err(format!(
+                            "field \"references[{i}]\" must be a string, got {} (id {id:?})",
+                            kind(&other)
+                        ))
+                    }
+                }
+            }
+            refs
+        }
+        Some(other) => {
+            return Err(format!(
+                "field \"references\" must be an array of strings, got {} (id {id:?})",
+                kind(&other)
+            ))
+        }
+    };
+    let meta = match raw_meta {
+        None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+        Some(serde_json::Value::Object(m)) => m,
+        Some(other) => {
+            return Err(format!(
+                "field \"meta\" must be an object, got {} (id {id:?})",
+                kind(&other)
+            ))
+        }
+    };
+    Ok(Example {
+        id,
+        text,
+        references,
+        meta,
+    })
+}
+
+fn strip_position(msg: &str) -> &str {
+    msg.rfind(" at line ").map_or(msg, |at| &msg[..at])
+}
+
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Writes examples as JSONL, one per line, fields in the canonical order.
+pub fn write_jsonl<W: Write>(out: &mut W, examples: &[Example]) -> std::io::Result<()> {
+    for ex in examples {
+        serde_json::to_writer(&mut *out, ex)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+struct HashingReader<'a, R> {
+    inner: R,
+    hasher: &'a mut Sha256,
+}
+
+impl<R: Read> Read for HashingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(content: &str) -> Result<LoadedDataset, DatasetError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.jsonl");
+        std::fs::write(&path, content).unwrap();
+        load(&path)
+    }
+
+    fn err_of(content: &str) -> String {
+        let e = load_str(content).unwrap_err().to_string();
+        // Strip the temporary directory so messages can be compared.
+        e.split_once("d.jsonl")
+            .map(|x| x.1.to_string())
+            .unwrap_or(e)
+    }
+
+    const GOOD: &str = r#"{"id": "a", "text": "A and B.", "references": ["A.", "B."]}"#;
+
+    #[test]
+    fn loads_valid_file_and_hashes_it() {
+        let content = format!("{GOOD}\n{}\n", GOOD.replace("\"a\"", "\"b\""));
+        let ds = load_str(&content).unwrap();
+        assert_eq!(ds.examples.len(), 2);
+        assert_eq!(ds.examples[1].id, "b");
+        assert_eq!(ds.hash, hex::encode(Sha256::digest(content.as_bytes())));
+    }
+
+    #[test]
+    fn malformed_lines_name_the_place() {
+        let cases: &[(&str, &str)] = &[
+            ("{\"id\": \"a\"", ":1: invalid JSON at column 10: EOF while parsing an object"),
+            ("[1,2]", ":1: expected a JSON object, got an array"),
+            (r#"{"text": "x", "references": ["y"]}"#, ":1: missing field \"id\""),
+            (r#"{"id": 7, "text": "x", "references": ["y"]}"#, ":1: field \"id\" must be a string, got a number"),
+            (r#"{"id": " ", "text": "x", "references": ["y"]}"#, ":1: field \"id\" is empty"),
+            (r#"{"id": "a", "references": ["y"]}"#, ":1: missing field \"text\" (id \"a\")"),
+            (r#"{"id": "a", "text": "", "references": ["y"]}"#, ":1: field \"text\" is empty (id \"a\")"),
+            (r#"{"id": "a", "text": "x"}"#, ":1: missing field \"references\" (id \"a\")"),
+            (r#"{"id": "a", "text": "x", "references": "y"}"#, ":1: field \"references\" must be an array of strings, got a string (id \"a\")"),
+            (r#"{"id": "a", "text": "x", "references": []}"#, ":1: field \"references\" is empty (id \"a\")"),
+            (r#"{"id": "a", "text": "x", "references": ["y", 3]}"#, ":1: field \"references[1]\" must be a string, got a number (id \"a\")"),
+            (r#"{"id": "a", "text": "x", "references": ["y"], "meta": [1]}"#, ":1: field \"meta\" must be an object, got an array (id \"a\")"),
+            (r#"{"id": "a", "text": "x", "references": ["y"], "label": 1}"#, ":1: unknown field \"label\"; expected id, text, references, meta (put extra data in meta)"),
+            ("\n", ":1: empty line; expected one JSON object per line"),
+            ("", ": no examples (the file is empty)"),
+        ];
+        for (content, want) in cases {
+            assert_eq!(&err_of(content), want, "input: {content}");
+        }
+    }
+
+    #[test]
+    fn duplicate_ids_and_later_lines_are_reported() {
+        let content = format!("{GOOD}\n{GOOD}\n");
+        assert_eq!(
+            err_of(&content),
+            ":2: duplicate id \"a\" (first used on line 1)"
+        );
+        let content = format!("{GOOD}\n\u{0}{{\n");
+        assert!(err_of(&content).starts_with(":2: invalid JSON"));
+        let mut bytes = format!("{GOOD}\n").into_bytes();
+        bytes.extend_from_slice(b"{\"id\": \"\xff\"}\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.jsonl");
+        std::fs::write(&path, bytes).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.ends_with("d.jsonl:2: not valid UTF-8 at byte 9"), "{e}");
+    }
+
+    #[test]
+    fn write_then_load_round_trips() {
+        let ds = load_str(&format!("{GOOD}\n")).unwrap();
+        let mut out = Vec::new();
+        write_jsonl(&mut out, &ds.examples).unwrap();
+        let again = load_str(std::str::from_utf8(&out).unwrap()).unwrap();
+        assert_eq!(again.examples, ds.examples);
+    }
+}

@@ -1,0 +1,131 @@
+//! Domain types of the CREDENCE experiments: examples, claims, modes, per-example results.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// One input sentence (or short passage) with its reference decomposition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Example {
+    /// Unique within its dataset.
+    pub id: String,
+    /// The compound sentence to decompose.
+    pub text: String,
+    /// Reference atomic claims.
+    pub references: Vec<String>,
+    /// Free-form metadata carried through to the results (style, category, markers...).
+    #[serde(default)]
+    pub meta: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An atomic claim as produced by a decomposer or the repairer.
+pub type Claim = String;
+
+/// How the claims of an example are produced (PAPER.md "Modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One decomposer call.
+    Base,
+    /// Base plus the rule repair tier.
+    Repair,
+    /// Base plus one LLM self-repair call.
+    SelfRepair,
+    /// Base, rule tier, then the LLM tier with early exit.
+    All,
+}
+
+impl Mode {
+    /// Every mode, in the paper's order.
+    pub const ALL: [Mode; 4] = [Mode::Base, Mode::Repair, Mode::SelfRepair, Mode::All];
+
+    /// The name used in sweep files, the store and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Base => "base",
+            Mode::Repair => "repair",
+            Mode::SelfRepair => "self_repair",
+            Mode::All => "all",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Error for a mode name that is not one of the four.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown mode {0:?}; expected base, repair, self_repair, all")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for Mode {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| UnknownMode(s.to_string()))
+    }
+}
+
+/// Per-example metrics. A metric is `None` when the sweep lacks the model it needs
+/// (e.g. Semantic-F1 without an encoder), never a made-up value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExampleMetrics {
+    /// Number of final claims.
+    pub n_claims: u32,
+    /// Greedy soft-F1 with sim = max(Jaccard, difflib ratio).
+    pub jaccard_f1: f64,
+    /// Average-max Semantic-F1 over sentence embeddings.
+    pub semantic_f1: Option<f64>,
+    /// Entity preservation rate.
+    pub epr: Option<f64>,
+    /// Atomicity violation rate: share of claims failing the atomicity predicate.
+    pub avr: Option<f64>,
+    /// Redundancy rate: dup_count / |C|.
+    pub rr: Option<f64>,
+    /// Whether the claims pass all three verifier checks.
+    pub verified: Option<bool>,
+    /// Number of compound-boundary nodes over all claims.
+    pub n_viol: Option<u32>,
+}
+
+/// What a job produced for one example in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExampleResult {
+    /// The example's id within its dataset.
+    pub example_id: String,
+    /// Claims of the base decomposition.
+    pub base_claims: Vec<Claim>,
+    /// Final claims of this mode.
+    pub claims: Vec<Claim>,
+    /// Which pipeline produced `claims` from `base_claims`: `none` while a mode has no
+    /// pipeline behind it (the claims are the base claims, unchanged).
+    pub pipeline_version: String,
+    /// Number of decomposer / LLM calls spent on this example in this mode.
+    pub llm_calls: u32,
+    /// The example's metrics.
+    pub metrics: ExampleMetrics,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_names_round_trip() {
+        for m in Mode::ALL {
+            assert_eq!(m.as_str().parse::<Mode>().unwrap(), m);
+            let json = serde_json::to_string(&m).unwrap();
+            assert_eq!(json, format!("\"{}\"", m.as_str()));
+        }
+        let err = "fix".parse::<Mode>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            r#"unknown mode "fix"; expected base, repair, self_repair, all"#
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! The vocabulary every credence process speaks.
+//!
+//! Domain types ([`domain`]), the sweep file format ([`sweep`]), the dataset format
+//! ([`dataset`]), job planning and content keys ([`job`]), the [`queue::Queue`] and
+//! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
+//! that needs no model ([`metrics`]). Nothing in this crate loads a model.
+
+pub mod cache;
+pub mod dataset;
+pub mod domain;
+pub mod job;
+pub mod metrics;
+pub mod queue;
+pub mod store;
+pub mod sweep;
+
+pub use domain::{Claim, Example, ExampleResult, Mode};
