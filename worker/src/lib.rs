@@ -1,0 +1,6 @@
+//! Everything in credence that needs a model: decomposers ([`decompose`]), the job
+//! handler ([`handler`]) and the consumer loop ([`job_loop`]) that both engines run.
+
+pub mod decompose;
+pub mod handler;
+pub mod job_loop;
