@@ -1,0 +1,13 @@
+//! One module per subcommand; each parses its arguments and calls the library.
+
+pub mod run;
+
+/// Logs go to standard error, filtered by `RUST_LOG` (default: warnings).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,85 @@
+//! `credence run SWEEP.toml`: the embedded engine.
+
+use anyhow::Context;
+use clap::Args;
+use credence::embedded::{self, RunOptions};
+use credence::summary;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Run a sweep in this process: plans model x dataset x mode x shard jobs, runs them on
+/// N worker tasks, writes everything to a SQLite file, and prints the mean of each metric
+/// per model x dataset x mode. Running it again does only the jobs without results, so a
+/// run stopped by Ctrl-C (or killed) continues where it was.
+#[derive(Args)]
+pub struct RunArgs {
+    /// The sweep file (TOML): models, datasets, modes, shard size, encoder, verifier.
+    sweep: PathBuf,
+    /// SQLite file for plans, results and caches (created if missing).
+    #[arg(long, default_value = "credence.db", env = "CREDENCE_DB")]
+    db: PathBuf,
+    /// Worker tasks running jobs concurrently.
+    #[arg(long, default_value_t = default_workers())]
+    workers: usize,
+    /// Deliveries before a failing job is marked failed.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_deliveries: u32,
+    /// Print the summary as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Hide the progress bars.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Runs the command; the exit code says whether every job has results.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let sweep = credence_shared::sweep::load(&args.sweep)?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupt: finishing the jobs in flight; run the same command again to continue");
+                let _ = stop_tx.send(true);
+            }
+        });
+        let opts = RunOptions {
+            db: args.db.clone(),
+            workers: args.workers,
+            max_deliveries: args.max_deliveries,
+            progress: !args.quiet && std::io::stderr().is_terminal(),
+        };
+        let report = embedded::run(sweep, &opts, stop_rx).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report.summary)?);
+        } else {
+            eprintln!(
+                "{} jobs planned: {} already done, {} run now, {} failed",
+                report.planned,
+                report.already_done,
+                report.completed,
+                report.failed.len()
+            );
+            print!("{}", summary::render(&report.summary));
+            println!("results: {}", args.db.display());
+        }
+        for (_, error) in &report.failed {
+            eprintln!("failed: {error}");
+        }
+        if report.interrupted {
+            eprintln!("interrupted: run the same command again to continue");
+            return Ok(ExitCode::from(130));
+        }
+        Ok(if report.failed.is_empty() && report.rejected == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    })
+}

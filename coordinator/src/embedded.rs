@@ -1,0 +1,186 @@
+//! The embedded engine: the whole sweep in one process, on the in-process queue and a
+//! SQLite file. Resumes by difference (jobs with committed results are not redone), so a
+//! run stopped by Ctrl-C or SIGKILL continues where it was when started again.
+
+use crate::planning::{prepare, Plan};
+use crate::progress::RunProgress;
+use anyhow::Context;
+use credence_shared::job::Message;
+use credence_shared::queue::{job_queue, memory::MemoryQueue, Queue};
+use credence_shared::store::{
+    sqlite::SqliteStore, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
+};
+use credence_shared::sweep::SweepSpec;
+use credence_worker::handler::JobHandler;
+use credence_worker::job_loop::{consume, JobEvent, LoopSettings};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+/// Settings of an embedded run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The SQLite file.
+    pub db: PathBuf,
+    /// Concurrent worker tasks.
+    pub workers: usize,
+    /// Deliveries before a failing job is marked failed.
+    pub max_deliveries: u32,
+    /// Show progress bars.
+    pub progress: bool,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct RunReport {
+    /// Jobs in the plan.
+    pub planned: usize,
+    /// Jobs that already had results when the run started.
+    pub already_done: usize,
+    /// Jobs completed by this run.
+    pub completed: usize,
+    /// Jobs that failed their last delivery, with their errors.
+    pub failed: Vec<(String, String)>,
+    /// Messages dead-lettered as unreadable.
+    pub rejected: usize,
+    /// Whether Ctrl-C stopped the run early.
+    pub interrupted: bool,
+    /// Mean metrics per model x dataset x mode.
+    pub summary: Vec<SummaryRow>,
+}
+
+/// Runs a sweep to completion (or until `stop` turns true).
+pub async fn run(
+    sweep: SweepSpec,
+    opts: &RunOptions,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<RunReport> {
+    // Everything that can fail validation happens before the store is touched.
+    let plan = prepare(sweep)?;
+    let store = SqliteStore::open(&opts.db)
+        .await
+        .with_context(|| format!("opening the results database {}", opts.db.display()))?;
+    execute(plan, Arc::new(store), opts, stop).await
+}
+
+async fn execute(
+    plan: Plan,
+    store: Arc<SqliteStore>,
+    opts: &RunOptions,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<RunReport> {
+    let Plan {
+        sweep,
+        datasets,
+        decomposers,
+        jobs,
+    } = plan;
+    let run = RunRecord {
+        run_id: sweep.name.clone(),
+        spec_json: serde_json::to_string(&sweep)?,
+    };
+    let records: Vec<PlannedDatasetRecord<'_>> = datasets
+        .iter()
+        .map(|(id, data)| PlannedDatasetRecord { id, data })
+        .collect();
+    store.record_plan(&run, &records, &jobs).await?;
+    let finished = store.finished_jobs(&run.run_id).await?;
+    let pending: Vec<_> = jobs.iter().filter(|j| !finished.contains(&j.key)).collect();
+    tracing::info!(
+        planned = jobs.len(),
+        done = finished.len(),
+        pending = pending.len(),
+        "plan recorded"
+    );
+
+    let queue = MemoryQueue::new(opts.max_deliveries);
+    let mut queues: Vec<String> = Vec::new();
+    for job in &pending {
+        let q = job_queue(&job.model);
+        if !queues.contains(&q) {
+            queues.push(q.clone());
+        }
+        queue
+            .publish(&q, serde_json::to_vec(&Message::job((*job).clone()))?)
+            .await?;
+    }
+    queue.close();
+
+    let progress = opts.progress.then(|| RunProgress::new(&jobs, &finished));
+    let handler = Arc::new(JobHandler::new(decomposers));
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..opts.workers.max(1) {
+        let (queue, queues, handler, store, events, stop) = (
+            queue.clone(),
+            queues.clone(),
+            handler.clone(),
+            store.clone(),
+            events_tx.clone(),
+            stop.clone(),
+        );
+        let settings = LoopSettings {
+            worker_id: format!("embedded-{}-{w}", std::process::id()),
+            max_deliveries: opts.max_deliveries,
+        };
+        tasks.spawn(async move {
+            // Every worker drains the model queues in order; all models are loaded here.
+            for q in &queues {
+                let mut consumer = queue.consume(q).await?;
+                consume(
+                    consumer.as_mut(),
+                    &handler,
+                    store.as_ref(),
+                    &settings,
+                    &events,
+                    stop.clone(),
+                )
+                .await?;
+                if *stop.borrow() {
+                    break;
+                }
+            }
+            Ok::<_, credence_shared::queue::QueueError>(())
+        });
+    }
+    drop(events_tx);
+
+    let mut report = RunReport {
+        planned: jobs.len(),
+        already_done: finished.len(),
+        completed: 0,
+        failed: Vec::new(),
+        rejected: 0,
+        interrupted: false,
+        summary: Vec::new(),
+    };
+    while let Some(event) = events_rx.recv().await {
+        match event {
+            JobEvent::Done { job } => {
+                report.completed += 1;
+                if let Some(p) = &progress {
+                    p.job_done(&job);
+                }
+            }
+            JobEvent::Retry { .. } => {}
+            JobEvent::Failed { job, error } => report.failed.push((
+                job.key.clone(),
+                format!(
+                    "{} / {} / {} shard {}: {error}",
+                    job.model, job.dataset, job.mode, job.shard
+                ),
+            )),
+            JobEvent::Rejected { .. } => report.rejected += 1,
+        }
+    }
+    while let Some(res) = tasks.join_next().await {
+        res.context("a worker task panicked")??;
+    }
+    if let Some(p) = &progress {
+        p.finish();
+    }
+    report.interrupted = *stop.borrow()
+        && report.already_done + report.completed + report.failed.len() < report.planned;
+    report.summary = store.summary(&jobs).await?;
+    Ok(report)
+}

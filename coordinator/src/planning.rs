@@ -1,0 +1,80 @@
+//! From a validated sweep to jobs: load every dataset and decomposer first (so a run
+//! that fails validation writes nothing), then plan jobs with their content keys.
+
+use anyhow::Context;
+use credence_shared::dataset::{self, LoadedDataset};
+use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
+use credence_shared::sweep::SweepSpec;
+use credence_worker::decompose::{self, Decomposer};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Version of the per-example pipeline; part of every job key, so changing how results
+/// are computed re-runs the jobs.
+pub const PIPELINE_VERSION: &str = "foundation-1";
+
+/// A sweep ready to run: datasets loaded, decomposers built, jobs planned.
+pub struct Plan {
+    /// The sweep.
+    pub sweep: SweepSpec,
+    /// Datasets by sweep id, in sweep order.
+    pub datasets: Vec<(String, LoadedDataset)>,
+    /// Decomposers by model name.
+    pub decomposers: HashMap<String, Arc<dyn Decomposer>>,
+    /// Every job of the run, in plan order.
+    pub jobs: Vec<Job>,
+}
+
+/// Loads everything a sweep needs and plans its jobs. Nothing is written anywhere.
+pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
+    let mut datasets = Vec::new();
+    for ds in &sweep.datasets {
+        let loaded =
+            dataset::load(&ds.path).with_context(|| format!("loading dataset {:?}", ds.id))?;
+        datasets.push((ds.id.clone(), loaded));
+    }
+    let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
+    let mut models = Vec::new();
+    for m in &sweep.models {
+        let d: Arc<dyn Decomposer> = Arc::from(decompose::load(m)?);
+        models.push(PlannedModel {
+            name: m.name.clone(),
+            fingerprint: d.fingerprint().to_string(),
+        });
+        decomposers.insert(m.name.clone(), d);
+    }
+    let planned: Vec<PlannedDataset> = datasets
+        .iter()
+        .map(|(id, d)| PlannedDataset {
+            id: id.clone(),
+            hash: d.hash.clone(),
+            len: d.examples.len() as u32,
+        })
+        .collect();
+    let jobs = plan(
+        &sweep.name,
+        &models,
+        &planned,
+        &sweep.modes,
+        sweep.shard_size,
+        &config_version(&sweep),
+    );
+    Ok(Plan {
+        sweep,
+        datasets,
+        decomposers,
+        jobs,
+    })
+}
+
+/// Hash of the settings that change results, beyond model and dataset.
+pub fn config_version(sweep: &SweepSpec) -> String {
+    let settings = serde_json::json!({
+        "pipeline": PIPELINE_VERSION,
+        "verifier": sweep.verifier,
+        "encoder": sweep.encoder.as_ref().map(|e| &e.preset),
+        "models": sweep.models.iter().map(|m| (&m.name, m.prompt, m.max_new_tokens)).collect::<Vec<_>>(),
+    });
+    hex::encode(Sha256::digest(settings.to_string().as_bytes()))[..16].to_string()
+}

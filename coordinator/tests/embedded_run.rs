@@ -1,0 +1,280 @@
+//! End-to-end tests of `credence run` on the embedded engine: the real binary, a real
+//! SQLite file, the shipped sample, and crashes (SIGKILL, Ctrl-C) in the middle.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn credence() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_credence"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn run_sweep(sweep: &Path, db: &Path, extra: &[&str]) -> Output {
+    credence()
+        .arg("run")
+        .arg(sweep)
+        .arg("--db")
+        .arg(db)
+        .args(extra)
+        .output()
+        .expect("running credence")
+}
+
+fn sql(db: &Path, query: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(query)
+        .output()
+        .expect("sqlite3 is installed by scripts/setup");
+    assert!(
+        out.status.success(),
+        "sqlite3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+#[test]
+fn demo_sweep_fills_the_store_and_reruns_without_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("credence.db");
+    let sweep = workspace().join("examples/demo.toml");
+    let first = run_sweep(&sweep, &db, &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let n_examples: usize = std::fs::read_to_string(workspace().join("examples/sample.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(n_examples >= 30);
+    let rows: usize = sql(&db, "select count(*) from example_metrics")
+        .parse()
+        .unwrap();
+    assert_eq!(rows, n_examples * 2 * 4);
+    let table = stdout(&first);
+    // 2 decomposers x 1 dataset x 4 modes, plus header and rule.
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" sample ")).count(),
+        8,
+        "{table}"
+    );
+    assert!(
+        stderr(&first).contains("0 already done"),
+        "{}",
+        stderr(&first)
+    );
+
+    let second = run_sweep(&sweep, &db, &[]);
+    assert!(second.status.success());
+    assert_eq!(stdout(&second), table);
+    assert!(
+        stderr(&second).contains(", 0 run now"),
+        "{}",
+        stderr(&second)
+    );
+    assert_eq!(
+        sql(&db, "select count(*) from example_metrics"),
+        rows.to_string()
+    );
+    // Modes without a pipeline say so.
+    assert_eq!(
+        sql(
+            &db,
+            "select count(*) from predictions where mode <> 'base' and pipeline_version <> 'none'"
+        ),
+        "0"
+    );
+}
+
+/// A larger sweep over generated sentences, so that a kill lands mid-run.
+fn big_sweep(dir: &Path, name: &str) -> PathBuf {
+    let mut lines = String::new();
+    for i in 0..1500 {
+        lines.push_str(&format!(
+            "{{\"id\": \"x{i}\", \"text\": \"The plant in town {i} closed in {y} and {n} workers lost their jobs because demand fell.\", \"references\": [\"The plant in town {i} closed in {y}.\", \"{n} workers lost their jobs.\", \"Demand fell.\"]}}\n",
+            y = 1950 + i % 70,
+            n = 10 + i
+        ));
+    }
+    std::fs::write(dir.join("big.jsonl"), lines).unwrap();
+    let sweep = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &sweep,
+        format!(
+            "[sweep]\nname = \"{name}\"\nshard_size = 3\n\n[[models]]\nname = \"split\"\nbackend = \"sentence-split\"\n\n[[models]]\nname = \"oracle\"\nbackend = \"conjunction-oracle\"\n\n[[datasets]]\nid = \"big\"\npath = \"big.jsonl\"\n"
+        ),
+    )
+    .unwrap();
+    sweep
+}
+
+fn wait_for_done_jobs(db: &Path, at_least: usize, child: &mut std::process::Child) {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("credence ended ({status}) before it could be interrupted");
+        }
+        if db.exists() {
+            let out = Command::new("sqlite3")
+                .arg(db)
+                .arg("select count(*) from jobs where state = 'done'")
+                .output()
+                .unwrap();
+            let n: usize = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            if n >= at_least {
+                return;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no progress within 2 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn metrics_dump(db: &Path) -> String {
+    sql(
+        db,
+        "select model, dataset, mode, example_id, n_claims, printf('%.17g', jaccard_f1) from example_metrics order by 1,2,3,4",
+    )
+}
+
+#[test]
+fn sigkill_mid_run_then_rerun_gives_the_same_results_without_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = big_sweep(dir.path(), "crash");
+    let reference_db = dir.path().join("reference.db");
+    let reference = run_sweep(&sweep, &reference_db, &["--quiet"]);
+    assert!(reference.status.success(), "{}", stderr(&reference));
+    let total_jobs: usize = sql(&reference_db, "select count(*) from jobs")
+        .parse()
+        .unwrap();
+
+    let db = dir.path().join("killed.db");
+    let mut kills = 0;
+    for round in 0..3 {
+        let mut child = credence()
+            .arg("run")
+            .arg(&sweep)
+            .arg("--db")
+            .arg(&db)
+            .args(["--quiet", "--workers", "2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let done: usize = if db.exists() {
+            sql(&db, "select count(*) from jobs where state = 'done'")
+                .parse()
+                .unwrap()
+        } else {
+            0
+        };
+        wait_for_done_jobs(&db, done + 50 + round * 10, &mut child);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+        let done_now: usize = sql(&db, "select count(*) from jobs where state = 'done'")
+            .parse()
+            .unwrap();
+        assert!(done_now < total_jobs, "the run finished before the kill");
+    }
+    assert_eq!(kills, 3);
+    let rerun = run_sweep(&sweep, &db, &["--quiet"]);
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    assert_eq!(
+        stdout(&rerun).lines().next(),
+        stdout(&reference).lines().next()
+    );
+    assert_eq!(
+        stdout(&rerun).replace(&db.display().to_string(), "DB"),
+        stdout(&reference).replace(&reference_db.display().to_string(), "DB")
+    );
+    assert_eq!(metrics_dump(&db), metrics_dump(&reference_db));
+    assert_eq!(
+        sql(&db, "select count(*) from jobs where state <> 'done'"),
+        "0"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_rerun_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = big_sweep(dir.path(), "interrupt");
+    let db = dir.path().join("int.db");
+    let mut child = credence()
+        .arg("run")
+        .arg(&sweep)
+        .arg("--db")
+        .arg(&db)
+        .args(["--quiet", "--workers", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_done_jobs(&db, 20, &mut child);
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("run the same command again to continue"));
+    let rerun = run_sweep(&sweep, &db, &["--quiet"]);
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    assert_eq!(
+        sql(&db, "select count(*) from jobs where state <> 'done'"),
+        "0"
+    );
+    assert_eq!(
+        sql(&db, "select count(*) from example_metrics"),
+        (1500 * 2 * 4).to_string()
+    );
+}
+
+#[test]
+fn invalid_inputs_fail_with_one_line_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ok.jsonl"),
+        "{\"id\": \"a\", \"text\": \"A and B.\", \"references\": [\"A.\"]}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("bad.jsonl"), "{\"id\": \"a\", \"text\": \"A.\", \"references\": [\"A.\"]}\n{\"id\": \"a\", \"text\": \"B.\", \"references\": [\"B.\"]}\n").unwrap();
+    let cases = [
+        ("[sweep]\nname = \"v\"\nmodes = [\"fix\"]\n[[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n[[datasets]]\nid = \"d\"\npath = \"ok.jsonl\"\n", "v.toml:3:10: unknown mode \"fix\"; expected base, repair, self_repair, all"),
+        ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n[[datasets]]\nid = \"d\"\npath = \"bad.jsonl\"\n", "bad.jsonl:2: duplicate id \"a\" (first used on line 1)"),
+        ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n[[datasets]]\nid = \"d\"\npath = \"missing.jsonl\"\n", "missing.jsonl: No such file or directory"),
+        ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"gguf\"\npath = \"x.gguf\"\n[[datasets]]\nid = \"d\"\npath = \"ok.jsonl\"\n", "model m: backend \"gguf\" cannot run in this build"),
+    ];
+    for (text, want) in cases {
+        let sweep = dir.path().join("v.toml");
+        std::fs::write(&sweep, text).unwrap();
+        let db = dir.path().join("never.db");
+        let out = run_sweep(&sweep, &db, &[]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains(want), "want {want:?} in {err:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(!db.exists(), "a failed validation created the database");
+    }
+}
