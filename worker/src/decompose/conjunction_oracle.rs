@@ -317,8 +317,8 @@ const REPORTING: &[&str] = &[
 /// Words that cannot start the subject of a clause.
 const PREPOSITIONS: &[&str] = &[
     "of", "in", "on", "at", "to", "for", "with", "from", "by", "about", "as", "into", "than",
-    "between", "after", "before", "during", "under", "over", "through", "without", "then",
-    "also", "not", "more", "less",
+    "between", "after", "before", "during", "under", "over", "through", "without", "then", "also",
+    "not", "more", "less",
 ];
 
 /// `-ed` words that are not verbs often enough to matter.
@@ -382,10 +382,27 @@ fn norm(word: &str) -> String {
         .to_lowercase()
 }
 
+/// Whether a normalised word is a pronoun fused with its verb ("she's", "I'm", "they'll"):
+/// both subject and verb of a clause.
+fn is_pronoun_contraction(w: &str) -> bool {
+    let w = w.replace('\u{2019}', "'");
+    let Some((pronoun, verb)) = w.split_once('\'') else {
+        return false;
+    };
+    [
+        "i", "you", "he", "she", "it", "we", "they", "that", "there", "who",
+    ]
+    .contains(&pronoun)
+        && ["s", "m", "re", "ve", "ll", "d"].contains(&verb)
+}
+
 /// Whether `word` (at `index` in its clause) looks like a finite verb.
 fn is_verb(word: &str, index: usize) -> bool {
     let w = norm(word);
-    if AUXILIARIES.contains(&w.as_str()) || VERBS.contains(&w.as_str()) {
+    if AUXILIARIES.contains(&w.as_str())
+        || VERBS.contains(&w.as_str())
+        || is_pronoun_contraction(&w)
+    {
         return true;
     }
     let lowercase_start = word.chars().next().is_some_and(|c| c.is_lowercase());
@@ -400,8 +417,8 @@ fn is_participle(word: &str) -> bool {
     let w = norm(word);
     (w.len() > 4 && (w.ends_with("ed") || w.ends_with("en")))
         || [
-            "made", "built", "held", "sold", "paid", "sent", "found", "lost", "won", "led", "kept",
-            "left", "hit", "cut", "put", "set", "shut", "struck",
+            "born", "made", "built", "held", "sold", "paid", "sent", "found", "lost", "won", "led",
+            "kept", "left", "hit", "cut", "put", "set", "shut", "struck",
         ]
         .contains(&w.as_str())
 }
@@ -414,7 +431,9 @@ fn first_verb(words: &[&str]) -> Option<usize> {
 /// a first word that is neither a verb nor a preposition followed within five words by a
 /// verb ("youth unemployment stayed", "the road was", "critics said").
 fn is_clause(words: &[&str]) -> bool {
-    let Some(first) = words.first() else { return false };
+    let Some(first) = words.first() else {
+        return false;
+    };
     let f = norm(first);
     if is_pronoun_contraction(&f) {
         return true;
@@ -508,18 +527,22 @@ fn accept_split(m: Marker, left: &[&str], right: &[&str]) -> bool {
     let after_comma = left.last().is_some_and(|w| w.ends_with(','));
     // Without a comma, the words since the last comma must hold a verb: "..., when Edmund
     // Hillary and Tenzing Norgay reached" coordinates two names, not two clauses.
-    let segment = left.iter().rposition(|w| w.ends_with(',')).map_or(0, |i| i + 1);
+    let segment = left
+        .iter()
+        .rposition(|w| w.ends_with(','))
+        .map_or(0, |i| i + 1);
     let segment_has_verb = after_comma || first_verb(&left[segment..]).is_some();
-    let ok = match m {
+    match m {
         Marker::Because => left_has_verb && right.len() >= 2,
         Marker::So => {
             left_has_verb
                 && (right_clause
                     || (after_comma && right.len() >= 2 && first_verb(right).is_some()))
         }
-        Marker::And | Marker::But => left_has_verb && segment_has_verb && (right_clause || right_bare_verb),
-    };
-    ok
+        Marker::And | Marker::But => {
+            left_has_verb && segment_has_verb && (right_clause || right_bare_verb)
+        }
+    }
 }
 
 /// Gives clauses that start with a bare verb the first clause's subject, and clauses
@@ -529,14 +552,17 @@ fn complete_clauses(clauses: Vec<Vec<String>>) -> Vec<String> {
         return Vec::new();
     };
     let first_refs: Vec<&str> = first.iter().map(String::as_str).collect();
-    // The subject, with its auxiliary when the first clause is just "subject AUX
-    // participle" ("The room was cleaned and painted" -> "The room was painted"); with
-    // more words the participles are not coordinated ("Curie was born in Warsaw and
-    // died in France" -> "Curie died in France").
+    // The subject, with its auxiliary when a perfect "has/have/had" governs a participle
+    // ("The firm has cut jobs and closed plants") or the first clause is just "subject AUX
+    // participle" ("The room was cleaned and painted" -> "The room was painted"); otherwise
+    // the participles are not coordinated ("Curie was born in Warsaw and died in France"
+    // -> "Curie died in France").
     let subject: Option<Vec<String>> = first_verb(&first_refs).filter(|&v| v > 0).map(|v| {
-        let aux = AUXILIARIES.contains(&norm(first_refs[v]).as_str())
-            && v + 2 == first_refs.len()
-            && is_participle(first_refs[v + 1]);
+        let verb = norm(first_refs[v]);
+        let perfect = ["has", "have", "had"].contains(&verb.as_str());
+        let aux = AUXILIARIES.contains(&verb.as_str())
+            && first_refs.get(v + 1).is_some_and(|w| is_participle(w))
+            && (perfect || v + 2 == first_refs.len());
         first[..v + usize::from(aux)].to_vec()
     });
     let frame: Option<Vec<String>> = first_refs
