@@ -122,6 +122,8 @@ async fn execute(
         let settings = LoopSettings {
             worker_id: format!("embedded-{}-{w}", std::process::id()),
             max_deliveries: opts.max_deliveries,
+            heartbeat: None,
+            aggregation: None,
         };
         tasks.spawn(async move {
             // Every worker drains the model queues in order; all models are loaded here.
@@ -156,13 +158,13 @@ async fn execute(
     };
     while let Some(event) = events_rx.recv().await {
         match event {
-            JobEvent::Done { job } => {
+            JobEvent::Done { job, .. } => {
                 report.completed += 1;
                 if let Some(p) = &progress {
                     p.job_done(&job);
                 }
             }
-            JobEvent::Retry { .. } => {}
+            JobEvent::Retry { .. } | JobEvent::Skipped { .. } | JobEvent::Aggregated { .. } => {}
             JobEvent::Failed { job, error } => report.failed.push((
                 job.key.clone(),
                 format!(

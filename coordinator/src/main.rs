@@ -20,6 +20,14 @@ struct Cli {
 enum Command {
     /// Run a sweep on this machine (in-process queue + SQLite); resumes when run again.
     Run(commands::run::RunArgs),
+    /// A sweep on the distributed engine: launch, status, resume, cancel.
+    Sweep(commands::sweep::SweepArgs),
+    /// A worker of the distributed engine: runs the jobs of the given models.
+    Worker(commands::worker::WorkerArgs),
+    /// The distributed engine's coordinator service (the reaper).
+    Coordinator(commands::coordinator::CoordinatorArgs),
+    /// The dead-letter queue: list and replay.
+    Dlq(commands::dlq::DlqArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +35,10 @@ fn main() -> std::process::ExitCode {
     commands::init_tracing();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Sweep(args) => commands::sweep::run(args),
+        Command::Worker(args) => commands::worker::run(args),
+        Command::Coordinator(args) => commands::coordinator::run(args),
+        Command::Dlq(args) => commands::dlq::run(args),
     };
     match result {
         Ok(code) => code,

@@ -3,7 +3,8 @@
 //! Domain types ([`domain`]), the sweep file format ([`sweep`]), the dataset format
 //! ([`dataset`]), job planning and content keys ([`job`]), the [`queue::Queue`] and
 //! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
-//! that needs no model ([`metrics`]). Nothing in this crate loads a model.
+//! that needs no model ([`metrics`]), and the Prometheus endpoint of the distributed
+//! engine's processes ([`telemetry`]). Nothing in this crate loads a model.
 
 pub mod cache;
 pub mod dataset;
@@ -13,5 +14,6 @@ pub mod metrics;
 pub mod queue;
 pub mod store;
 pub mod sweep;
+pub mod telemetry;
 
 pub use domain::{Claim, Example, ExampleResult, Mode};

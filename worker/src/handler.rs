@@ -1,14 +1,18 @@
 //! The job handler: what a worker does with one job, the same in both engines. It reads
 //! the shard's examples from the store, decomposes each with the job's model, runs the
-//! job's mode, and scores the claims.
+//! job's mode, and scores the claims. A handler built with [`JobHandler::from_store`]
+//! (a distributed worker, which is not given the sweep) loads a model the first time a
+//! job needs it, from the model's spec in the run's recorded sweep, and keeps it for
+//! every later job with the same fingerprint.
 
 use crate::decompose::{DecomposeError, Decomposer};
 use credence_shared::domain::{ExampleMetrics, ExampleResult, Mode};
 use credence_shared::job::Job;
 use credence_shared::metrics::soft_f1::jaccard_f1;
 use credence_shared::store::{Store, StoreError};
-use std::collections::HashMap;
-use std::sync::Arc;
+use credence_shared::sweep::SweepSpec;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 /// `pipeline_version` of the base mode: the claims are the decomposer's output.
 pub const PIPELINE_BASE: &str = "base";
@@ -50,36 +54,114 @@ pub enum JobError {
         /// The decomposer's error.
         source: DecomposeError,
     },
+    /// The model could not be built from the run's recorded sweep.
+    #[error("job {key}: loading model {model:?}: {message}")]
+    Load {
+        /// Job key.
+        key: String,
+        /// Model name.
+        model: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
+impl JobError {
+    /// Whether the job failed only because the store was unreachable (retry it in place,
+    /// it is not the job's fault).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, JobError::Store(e) if e.is_transient())
+    }
+}
+
 /// Runs jobs against loaded models.
 pub struct JobHandler {
-    decomposers: HashMap<String, Arc<dyn Decomposer>>,
+    decomposers: Mutex<HashMap<String, Arc<dyn Decomposer>>>,
+    /// Models this handler may load from the store on first use (`None`: only the
+    /// decomposers it was built with).
+    loadable: Option<HashSet<String>>,
 }
 
 impl JobHandler {
     /// A handler for the given models (by sweep name).
     pub fn new(decomposers: HashMap<String, Arc<dyn Decomposer>>) -> Self {
-        JobHandler { decomposers }
+        JobHandler {
+            decomposers: Mutex::new(decomposers),
+            loadable: None,
+        }
+    }
+
+    /// A handler that loads each of `models` on first use from the run's sweep as
+    /// recorded in the store, once per process (again only if its fingerprint changes).
+    pub fn from_store(models: impl IntoIterator<Item = String>) -> Self {
+        JobHandler {
+            decomposers: Mutex::new(HashMap::new()),
+            loadable: Some(models.into_iter().collect()),
+        }
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Decomposer>>> {
+        // Every mutation is one insert, so a poisoned map is still consistent.
+        self.decomposers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The loaded decomposer of a model.
-    pub fn decomposer(&self, model: &str) -> Option<&Arc<dyn Decomposer>> {
-        self.decomposers.get(model)
+    pub fn decomposer(&self, model: &str) -> Option<Arc<dyn Decomposer>> {
+        self.loaded().get(model).cloned()
+    }
+
+    /// The decomposer for a job: the loaded one, or (for a handler built with
+    /// [`JobHandler::from_store`]) one built from the run's recorded sweep.
+    async fn decomposer_for(
+        &self,
+        job: &Job,
+        store: &dyn Store,
+    ) -> Result<Arc<dyn Decomposer>, JobError> {
+        if let Some(d) = self.decomposer(&job.model) {
+            if self.loadable.is_none() || d.fingerprint() == job.model_fingerprint {
+                return Ok(d);
+            }
+        }
+        let unknown = || JobError::UnknownModel {
+            key: job.key.clone(),
+            model: job.model.clone(),
+        };
+        let Some(loadable) = &self.loadable else {
+            return Err(unknown());
+        };
+        if !loadable.contains(&job.model) {
+            return Err(unknown());
+        }
+        let load_error = |message: String| JobError::Load {
+            key: job.key.clone(),
+            model: job.model.clone(),
+            message,
+        };
+        let spec_json = store
+            .run_spec(&job.run_id)
+            .await?
+            .ok_or_else(|| load_error(format!("run {:?} is not in the store", job.run_id)))?;
+        let sweep: SweepSpec = serde_json::from_str(&spec_json)
+            .map_err(|e| load_error(format!("the run's recorded sweep: {e}")))?;
+        let spec = sweep
+            .models
+            .iter()
+            .find(|m| m.name == job.model)
+            .ok_or_else(|| load_error(format!("run {:?} has no such model", job.run_id)))?;
+        let decomposer: Arc<dyn Decomposer> = Arc::from(
+            crate::decompose::load(spec).map_err(|e| load_error(e.to_string()))?,
+        );
+        tracing::info!(model = %job.model, fingerprint = %decomposer.fingerprint(), "model loaded");
+        self.loaded().insert(job.model.clone(), decomposer.clone());
+        Ok(decomposer)
     }
 
     /// Computes the results of a job (without writing them).
     pub async fn run(&self, job: &Job, store: &dyn Store) -> Result<Vec<ExampleResult>, JobError> {
-        let decomposer =
-            self.decomposers
-                .get(&job.model)
-                .ok_or_else(|| JobError::UnknownModel {
-                    key: job.key.clone(),
-                    model: job.model.clone(),
-                })?;
+        let decomposer = self.decomposer_for(job, store).await?;
         if decomposer.fingerprint() != job.model_fingerprint {
             return Err(JobError::FingerprintMismatch {
                 key: job.key.clone(),

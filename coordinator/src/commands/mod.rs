@@ -1,6 +1,11 @@
 //! One module per subcommand; each parses its arguments and calls the library.
 
+pub mod coordinator;
+pub mod dlq;
 pub mod run;
+mod signals;
+pub mod sweep;
+pub mod worker;
 
 /// Logs go to standard error, filtered by `RUST_LOG` (default: warnings).
 pub fn init_tracing() {

@@ -1,10 +1,11 @@
 //! The job queue. [`Queue`] is the one interface; [`memory::MemoryQueue`] is the
-//! embedded engine, with the delivery semantics of the broker: a delivery is settled by
+//! embedded engine and [`rabbitmq::RabbitQueue`] the distributed one, both with the delivery semantics of the broker: a delivery is settled by
 //! [`Delivery::ack`], [`Delivery::nack`] (requeue or not) or [`Delivery::dead_letter`];
 //! one dropped unsettled returns to the queue as if its consumer had died; a message
 //! delivered `max_deliveries` times without an ack goes to the dead letters.
 
 pub mod memory;
+pub mod rabbitmq;
 
 use async_trait::async_trait;
 
@@ -50,6 +51,15 @@ pub struct DeadLetter {
 pub trait Queue: Send + Sync {
     /// Publishes a message durably onto `queue`; returns once the engine has it.
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), QueueError>;
+
+    /// Publishes many messages onto `queue`; returns once the engine has all of them.
+    /// Engines with publisher confirms override it to wait for the confirms together.
+    async fn publish_batch(&self, queue: &str, bodies: Vec<Vec<u8>>) -> Result<(), QueueError> {
+        for body in bodies {
+            self.publish(queue, body).await?;
+        }
+        Ok(())
+    }
 
     /// Starts consuming `queue`.
     async fn consume(&self, queue: &str) -> Result<Box<dyn Consumer>, QueueError>;

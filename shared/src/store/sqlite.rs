@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file (WAL mode), migrations from `migrations/sqlite`.
 //! A SIGKILL at any moment loses at most the transaction in flight.
 
-use super::{PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
+use super::{ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
 use crate::cache::{EmbeddingCache, GenerationCache};
 use crate::domain::{Example, ExampleResult, Mode};
 use crate::job::Job;
@@ -191,8 +191,8 @@ impl Store for SqliteStore {
         Ok(examples)
     }
 
-    async fn mark_running(&self, job: &Job, worker: &str) -> Result<(), StoreError> {
-        sqlx::query(
+    async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?,
                  started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
                  heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
@@ -203,10 +203,27 @@ impl Store for SqliteStore {
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("mark running"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             WHERE job_key = ? AND worker = ? AND state = 'running'",
+        )
+        .bind(&job.key)
+        .bind(worker)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("heartbeat"))?;
         Ok(())
     }
 
-    async fn record_results(&self, job: &Job, results: &[ExampleResult]) -> Result<(), StoreError> {
+    async fn record_results(
+        &self,
+        job: &Job,
+        results: &[ExampleResult],
+    ) -> Result<JobCommit, StoreError> {
         let mut tx = self
             .pool
             .begin()
@@ -255,7 +272,7 @@ impl Store for SqliteStore {
             .await
             .map_err(StoreError::query("insert example metrics"))?;
         }
-        sqlx::query(
+        let newly_done = sqlx::query(
             "UPDATE jobs SET state = 'done', error = NULL,
                  finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
              WHERE job_key = ? AND state <> 'done'",
@@ -263,10 +280,30 @@ impl Store for SqliteStore {
         .bind(&job.key)
         .execute(&mut *tx)
         .await
-        .map_err(StoreError::query("mark done"))?;
+        .map_err(StoreError::query("mark done"))?
+        .rows_affected()
+            == 1;
+        // SQLite has one writer at a time and this transaction already wrote, so no
+        // other commit can finish a job of this configuration between the count and
+        // the commit: exactly one commit sees zero remaining.
+        let remaining: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs
+             WHERE run_id = ? AND model = ? AND dataset = ? AND mode = ? AND state <> 'done'",
+        )
+        .bind(&job.run_id)
+        .bind(&job.model)
+        .bind(&job.dataset)
+        .bind(job.mode.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::query("remaining jobs of the configuration"))?;
         tx.commit()
             .await
-            .map_err(StoreError::query("commit results"))
+            .map_err(StoreError::query("commit results"))?;
+        Ok(JobCommit {
+            newly_done,
+            completes_config: newly_done && remaining == 0,
+        })
     }
 
     async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError> {
@@ -280,6 +317,33 @@ impl Store for SqliteStore {
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("mark failed"))?;
+        Ok(())
+    }
+
+    async fn run_spec(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar("SELECT spec_json FROM runs WHERE run_id = ?")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::query("run spec"))
+    }
+
+    async fn aggregate_config(&self, config: &ConfigRef) -> Result<(), StoreError> {
+        sqlx::query(&format!(
+            "INSERT INTO aggregates (run_id, model, dataset, mode, metric, n, mean)
+             SELECT ?1, ?2, ?3, ?4, metric, count(v), avg(v) FROM ({}) AS per_metric
+             GROUP BY metric HAVING count(v) > 0
+             ON CONFLICT (run_id, model, dataset, mode, metric)
+             DO UPDATE SET n = excluded.n, mean = excluded.mean",
+            super::metric_values_sql("verified", "?1", "?2", "?3", "?4")
+        ))
+        .bind(&config.run_id)
+        .bind(&config.model)
+        .bind(&config.dataset)
+        .bind(config.mode.as_str())
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("aggregate configuration"))?;
         Ok(())
     }
 

@@ -81,18 +81,35 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
         let ex = store.shard_examples(job).await.unwrap();
         assert_eq!(ex.len() as u32, job.len);
         assert_eq!(ex[0], ds.examples[job.start as usize]);
-        store.mark_running(job, "w1").await.unwrap();
+        assert!(store.mark_running(job, "w1").await.unwrap());
         let f1 = if job.mode == Mode::Base { 0.5 } else { 1.0 };
-        store
+        let commit = store
             .record_results(job, &results(job, &ex, f1))
             .await
             .unwrap();
-        // A redelivered job writes again: nothing changes.
-        store
+        // Shards 0..2 of each mode: only the third completes the configuration.
+        assert!(commit.newly_done);
+        assert_eq!(commit.completes_config, job.shard == 2, "{job:?}");
+        // A redelivered job writes again: nothing changes, nothing completes again.
+        let again = store
             .record_results(job, &results(job, &ex, 0.0))
             .await
             .unwrap();
+        assert_eq!(again, JobCommit::default());
+        assert!(!store.mark_running(job, "w2").await.unwrap());
     }
+    store.aggregate_config(&ConfigRef::of(&jobs[0])).await.unwrap();
+    store.aggregate_config(&ConfigRef::of(&jobs[0])).await.unwrap();
+    let means: Vec<(String, i64, f64)> = sqlx::query_as(
+        "SELECT metric, n, mean FROM aggregates WHERE mode = 'base' ORDER BY metric",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        means,
+        [("jaccard_f1".into(), 5, 0.5), ("n_claims".into(), 5, 1.0)]
+    );
     assert_eq!(count(&store, "example_metrics").await, 10);
     assert_eq!(count(&store, "predictions").await, 10);
     assert_eq!(store.finished_jobs("run").await.unwrap().len(), 6);
@@ -134,10 +151,11 @@ async fn failed_jobs_stay_unfinished_and_done_is_final() {
     store.mark_failed(&jobs[0], "boom").await.unwrap();
     assert!(store.finished_jobs("run").await.unwrap().is_empty());
     let ex = store.shard_examples(&jobs[1]).await.unwrap();
-    store
+    let commit = store
         .record_results(&jobs[1], &results(&jobs[1], &ex, 1.0))
         .await
         .unwrap();
+    assert!(commit.newly_done && !commit.completes_config);
     store.mark_failed(&jobs[1], "late failure").await.unwrap();
     let state: String = sqlx::query("SELECT state FROM jobs WHERE job_key = ?")
         .bind(&jobs[1].key)

@@ -1,0 +1,60 @@
+//! `credence coordinator serve`: the reaper of the distributed engine.
+
+use super::signals::stop_on_signals;
+use super::sweep::ReaperArgs;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use credence::distributed::reaper;
+use credence::distributed::ConnectArgs;
+use credence_shared::telemetry::{self, ReaperMetrics};
+use std::process::ExitCode;
+
+/// The coordinator's long-running duties.
+#[derive(Args)]
+pub struct CoordinatorArgs {
+    #[command(subcommand)]
+    command: CoordinatorCommand,
+}
+
+#[derive(Subcommand)]
+enum CoordinatorCommand {
+    /// Run the reaper until SIGTERM: re-publish jobs whose worker's heartbeat went
+    /// stale or whose message was lost, and aggregations that never completed.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    #[command(flatten)]
+    reaper: ReaperArgs,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// Runs the command.
+pub fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
+    let CoordinatorCommand::Serve(a) = args.command;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let stop = stop_on_signals()?;
+        let conn = a.connect.connect(None).await?;
+        let metrics = match a.metrics_addr {
+            Some(addr) => {
+                let m = ReaperMetrics::new()?;
+                let registry = m.registry().clone();
+                tokio::spawn(async move {
+                    if let Err(e) = telemetry::serve(addr, registry).await {
+                        tracing::error!(error = %e, "metrics endpoint stopped");
+                    }
+                });
+                Some(m)
+            }
+            None => None,
+        };
+        reaper::serve(&conn, &a.reaper.settings(), metrics, stop).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

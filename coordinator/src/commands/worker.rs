@@ -1,0 +1,91 @@
+//! `credence worker --models ...`: a worker process of the distributed engine.
+
+use super::signals::stop_on_signals;
+use anyhow::Context;
+use clap::Args;
+use credence::distributed::ConnectArgs;
+use credence_shared::queue::Queue;
+use credence_shared::store::Store;
+use credence_shared::telemetry::WorkerMetrics;
+use credence_worker::serve::{serve, WorkerOptions};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Consume the job queues of the given models (and the aggregation queue): run each
+/// job, commit its results, then ack. SIGTERM stops consuming, finishes the job in
+/// flight (or returns it to the queue after the grace period) and exits 0.
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Model names as written in the sweep files, comma separated; each model loads
+    /// once, at its first job.
+    #[arg(long, value_delimiter = ',', required = true)]
+    models: Vec<String>,
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Seconds between heartbeats of the running job.
+    #[arg(long, default_value_t = 10.0)]
+    heartbeat: f64,
+    /// Seconds after SIGTERM to finish the job in flight before returning it.
+    #[arg(long, default_value_t = 60.0)]
+    grace: f64,
+    /// Name of this worker in the store (default: host-pid).
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// Runs the command.
+pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let stop = stop_on_signals()?;
+        // A worker waits out broker restarts however long they take.
+        let conn = args.connect.connect(None).await?;
+        let worker_id = args.worker_id.unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "worker".into());
+            format!("{host}-{}", std::process::id())
+        });
+        let opts = WorkerOptions {
+            models: args.models,
+            worker_id,
+            max_deliveries: conn.delivery_limit,
+            heartbeat: Duration::from_secs_f64(args.heartbeat.max(0.05)),
+        };
+        tracing::info!(worker = %opts.worker_id, models = ?opts.models, store = %conn.store.location(), broker = %conn.queue.location(), "worker starting");
+        let metrics = match args.metrics_addr {
+            Some(addr) => {
+                let m = WorkerMetrics::new()?;
+                let registry = m.registry().clone();
+                tokio::spawn(async move {
+                    if let Err(e) = credence_shared::telemetry::serve(addr, registry).await {
+                        tracing::error!(error = %e, "metrics endpoint stopped");
+                    }
+                });
+                Some(m)
+            }
+            None => None,
+        };
+        let store: Arc<dyn Store> = Arc::new(conn.store);
+        let queue: Arc<dyn Queue> = Arc::new(conn.queue);
+        let mut stopped = stop.clone();
+        let work = serve(store, queue, &opts, metrics, stop);
+        tokio::pin!(work);
+        let report = tokio::select! {
+            r = &mut work => r?,
+            _ = async {
+                let _ = stopped.wait_for(|s| *s).await;
+                tokio::time::sleep(Duration::from_secs_f64(args.grace.max(0.0))).await;
+            } => {
+                tracing::warn!("grace period over; the job in flight returns to the queue");
+                return Ok(ExitCode::SUCCESS);
+            }
+        };
+        tracing::info!(?report, "worker stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,176 @@
+//! The distributed engine's coordinator: connecting to PostgreSQL and RabbitMQ
+//! ([`Connections`]), launching a sweep (plan in one transaction, then publish with
+//! confirms and mark the jobs queued), resuming by difference, cancelling, progress
+//! ([`status`]), and the reaper ([`reaper`]) that repairs what crashes leave behind.
+
+pub mod reaper;
+pub mod status;
+
+use crate::planning::prepare;
+use anyhow::Context;
+use clap::Args;
+use credence_shared::job::{Job, Message};
+use credence_shared::queue::job_queue;
+use credence_shared::queue::rabbitmq::{RabbitQueue, RabbitSettings};
+use credence_shared::queue::Queue;
+use credence_shared::store::postgres::PgStore;
+use credence_shared::store::{PlannedDatasetRecord, RunRecord, Store};
+use credence_shared::sweep::SweepSpec;
+use std::time::Duration;
+
+/// Where the distributed engine's servers are; shared by every distributed command.
+#[derive(Args, Debug, Clone)]
+pub struct ConnectArgs {
+    /// PostgreSQL URL, e.g. postgres://credence:PASSWORD@db:5432/credence.
+    #[arg(long = "database", env = "CREDENCE_DATABASE_URL", hide_env_values = true)]
+    pub database: String,
+    /// RabbitMQ URL, e.g. amqp://credence:PASSWORD@mq:5672/%2f.
+    #[arg(long = "broker", env = "CREDENCE_BROKER_URL", hide_env_values = true)]
+    pub broker: String,
+    /// Replaces `credence` in queue names (separate deployments on one broker).
+    #[arg(long, env = "CREDENCE_QUEUE_NAMESPACE", default_value = "credence")]
+    pub queue_namespace: String,
+    /// Deliveries of a job before it is marked failed and dead-lettered; also the
+    /// queues' `x-delivery-limit` (every process of a deployment must agree).
+    #[arg(long, env = "CREDENCE_DELIVERY_LIMIT", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub delivery_limit: u32,
+    /// Messages a consumer holds unacknowledged at once.
+    #[arg(long, default_value_t = 1)]
+    pub prefetch: u16,
+}
+
+/// An open store and queue.
+pub struct Connections {
+    /// The PostgreSQL store.
+    pub store: PgStore,
+    /// The RabbitMQ queue.
+    pub queue: RabbitQueue,
+    /// Deliveries before a job fails.
+    pub delivery_limit: u32,
+}
+
+impl ConnectArgs {
+    /// The queue settings these arguments describe.
+    pub fn rabbit_settings(&self, reconnect_for: Option<Duration>) -> RabbitSettings {
+        RabbitSettings {
+            url: self.broker.clone(),
+            namespace: self.queue_namespace.clone(),
+            delivery_limit: self.delivery_limit,
+            prefetch: self.prefetch.max(1),
+            reconnect_for,
+        }
+    }
+
+    /// Connects to both servers. A command-line tool gives up on a lost broker after
+    /// `reconnect_for`; a long-running process passes `None` and waits it out.
+    pub async fn connect(&self, reconnect_for: Option<Duration>) -> anyhow::Result<Connections> {
+        let store = PgStore::connect(&self.database, 4).await?;
+        let queue = RabbitQueue::connect(self.rabbit_settings(reconnect_for)).await?;
+        Ok(Connections {
+            store,
+            queue,
+            delivery_limit: self.delivery_limit,
+        })
+    }
+}
+
+/// What launching or resuming did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LaunchReport {
+    /// The run.
+    pub run_id: String,
+    /// Jobs in the plan.
+    pub planned: usize,
+    /// Jobs that already had results.
+    pub already_done: usize,
+    /// Jobs published now.
+    pub published: usize,
+}
+
+/// `sweep launch`: validates the sweep (datasets, models) before writing anything,
+/// records the plan in one transaction, then publishes every job without results and
+/// marks them queued. With `plan_only` nothing is published (`resume` does it).
+pub async fn launch(
+    sweep: SweepSpec,
+    conn: &Connections,
+    plan_only: bool,
+) -> anyhow::Result<LaunchReport> {
+    let plan = prepare(sweep)?;
+    let run = RunRecord {
+        run_id: plan.sweep.name.clone(),
+        spec_json: serde_json::to_string(&plan.sweep)?,
+    };
+    let records: Vec<PlannedDatasetRecord<'_>> = plan
+        .datasets
+        .iter()
+        .map(|(id, data)| PlannedDatasetRecord { id, data })
+        .collect();
+    conn.store
+        .record_plan(&run, &records, &plan.jobs)
+        .await
+        .context("recording the plan")?;
+    let finished = conn.store.finished_jobs(&run.run_id).await?;
+    let pending: Vec<Job> = plan
+        .jobs
+        .iter()
+        .filter(|j| !finished.contains(&j.key))
+        .cloned()
+        .collect();
+    tracing::info!(run = %run.run_id, planned = plan.jobs.len(), pending = pending.len(), "plan recorded");
+    let published = if plan_only {
+        0
+    } else {
+        publish_jobs(conn, &pending).await?
+    };
+    Ok(LaunchReport {
+        run_id: run.run_id,
+        planned: plan.jobs.len(),
+        already_done: finished.len(),
+        published,
+    })
+}
+
+/// `sweep resume`: re-publishes every job of the run without results (planned but never
+/// published, lost, failed, or cancelled), after making a cancelled run active again.
+pub async fn resume(run_id: &str, conn: &Connections) -> anyhow::Result<LaunchReport> {
+    if !conn.store.run_exists(run_id).await? {
+        anyhow::bail!("no run {run_id:?} in the store at {}", conn.store.location());
+    }
+    conn.store.reopen_run(run_id).await?;
+    let pending = conn.store.unfinished_jobs(run_id).await?;
+    let finished = conn.store.finished_jobs(run_id).await?;
+    let published = publish_jobs(conn, &pending).await?;
+    Ok(LaunchReport {
+        run_id: run_id.to_string(),
+        planned: pending.len() + finished.len(),
+        already_done: finished.len(),
+        published,
+    })
+}
+
+/// Publishes jobs onto their models' queues (confirmed by the broker), then marks them
+/// queued. A crash between the two leaves them `planned` with their messages out: a
+/// later resume publishes them again, which the store turns into no-ops.
+pub async fn publish_jobs(conn: &Connections, jobs: &[Job]) -> anyhow::Result<usize> {
+    let mut by_queue: Vec<(String, Vec<Vec<u8>>, Vec<String>)> = Vec::new();
+    for job in jobs {
+        let q = job_queue(&job.model);
+        let body = serde_json::to_vec(&Message::job(job.clone()))?;
+        match by_queue.iter_mut().find(|(name, _, _)| *name == q) {
+            Some((_, bodies, keys)) => {
+                bodies.push(body);
+                keys.push(job.key.clone());
+            }
+            None => by_queue.push((q, vec![body], vec![job.key.clone()])),
+        }
+    }
+    for (q, bodies, keys) in by_queue {
+        conn.queue
+            .publish_batch(&q, bodies)
+            .await
+            .with_context(|| format!("publishing to {}", conn.queue.physical(&q)))?;
+        conn.store.mark_queued(&keys).await?;
+    }
+    Ok(jobs.len())
+}

@@ -1,0 +1,174 @@
+//! `sweep status`: a run's progress per model x dataset x mode (a bar, jobs by state,
+//! examples, rate and ETA), and its failed jobs with their errors; text or JSON.
+
+use credence_shared::store::postgres::ops::{ConfigProgress, FailedJob};
+use credence_shared::store::postgres::PgStore;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// A run's status.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStatus {
+    /// The run.
+    pub run_id: String,
+    /// Progress per configuration, in plan order.
+    pub configs: Vec<ConfigProgress>,
+    /// Jobs that failed their last delivery.
+    pub failures: Vec<FailedJob>,
+    /// Every job has results and every configuration is aggregated.
+    pub complete: bool,
+    /// No job is waiting or running: nothing more will happen without `resume`.
+    pub settled: bool,
+}
+
+/// Reads the status of a run.
+pub async fn read(store: &PgStore, run_id: &str) -> anyhow::Result<RunStatus> {
+    if !store.run_exists(run_id).await? {
+        anyhow::bail!("no run {run_id:?} in the store at {}", store.location());
+    }
+    let configs = store.progress(run_id).await?;
+    let failures = store.failures(run_id).await?;
+    let complete = configs
+        .iter()
+        .all(|c| c.done == c.jobs && c.state == "complete");
+    let settled = configs
+        .iter()
+        .all(|c| c.waiting == 0 && c.running == 0 && c.state != "aggregating");
+    Ok(RunStatus {
+        run_id: run_id.to_string(),
+        configs,
+        failures,
+        complete,
+        settled,
+    })
+}
+
+fn duration(secs: f64) -> String {
+    let s = secs.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Renders the status as text: one bar per configuration, then the failures.
+pub fn render(status: &RunStatus) -> String {
+    let mut out = String::new();
+    let width = status
+        .configs
+        .iter()
+        .map(|c| c.model.len() + c.dataset.len() + c.mode.as_str().len() + 6)
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(out, "run {}", status.run_id);
+    for c in &status.configs {
+        let name = format!("{} / {} / {}", c.model, c.dataset, c.mode);
+        let filled = if c.jobs == 0 {
+            0
+        } else {
+            (30 * c.done / c.jobs) as usize
+        };
+        let bar = format!("{}{}", "=".repeat(filled), " ".repeat(30 - filled));
+        let rate = c
+            .rate
+            .map_or_else(|| "-".into(), |r| format!("{r:.1} ex/s"));
+        let eta = match (c.eta_seconds, c.done == c.jobs) {
+            (_, true) => "done".to_string(),
+            (Some(s), false) => format!("eta {}", duration(s)),
+            (None, false) => "eta -".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{name:<width$} [{bar}] {}/{} jobs {}/{} ex  {rate}  {eta}  running {}  waiting {}  failed {}{}  {}",
+            c.done,
+            c.jobs,
+            c.examples_done,
+            c.examples,
+            c.running,
+            c.waiting,
+            c.failed,
+            if c.cancelled > 0 {
+                format!("  cancelled {}", c.cancelled)
+            } else {
+                String::new()
+            },
+            c.state,
+        );
+    }
+    for f in &status.failures {
+        let _ = writeln!(
+            out,
+            "failed: {} / {} / {} shard {} after {} deliveries: {}",
+            f.model, f.dataset, f.mode, f.shard, f.attempts, f.error
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if status.complete {
+            "complete"
+        } else if status.settled && !status.failures.is_empty() {
+            "stopped with failures: fix the cause, then `credence dlq replay` or `credence sweep resume`"
+        } else if status.settled {
+            "stopped: `credence sweep resume` publishes the jobs without results"
+        } else {
+            "in progress"
+        }
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use credence_shared::Mode;
+
+    #[test]
+    fn renders_bars_rates_and_failures() {
+        let status = RunStatus {
+            run_id: "demo".into(),
+            configs: vec![ConfigProgress {
+                model: "oracle".into(),
+                dataset: "sample".into(),
+                mode: Mode::Base,
+                state: "running".into(),
+                jobs: 4,
+                done: 2,
+                running: 1,
+                waiting: 0,
+                failed: 1,
+                cancelled: 0,
+                examples: 40,
+                examples_done: 20,
+                rate: Some(2.0),
+                eta_seconds: Some(10.0),
+            }],
+            failures: vec![FailedJob {
+                model: "oracle".into(),
+                dataset: "sample".into(),
+                mode: Mode::Base,
+                shard: 3,
+                job_key: "k".into(),
+                attempts: 3,
+                error: "boom".into(),
+            }],
+            complete: false,
+            settled: false,
+        };
+        let text = render(&status);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "run demo");
+        assert_eq!(
+            lines[1],
+            "oracle / sample / base [===============               ] 2/4 jobs 20/40 ex  2.0 ex/s  eta 10s  running 1  waiting 0  failed 1  running"
+        );
+        assert_eq!(
+            lines[2],
+            "failed: oracle / sample / base shard 3 after 3 deliveries: boom"
+        );
+        assert_eq!(lines[3], "in progress");
+    }
+}

@@ -1,0 +1,135 @@
+//! Faults mid-sweep: workers SIGKILLed mid-job, RabbitMQ stopped and started, PostgreSQL
+//! down for 30 s. Each sweep must complete with exactly the rows of a fault-free run of
+//! the embedded engine. The server tests hold the servers exclusively and restart them
+//! through a guard, whatever happens.
+
+use super::support::{BrokerStopped, Cluster, DatabaseStopped};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// `sweep launch --follow` as the coordinator process, reaping quickly.
+fn follow(c: &Cluster, sweep: &str) -> Child {
+    c.credence()
+        .args(["sweep", "launch", sweep, "--follow"])
+        .args(["--reap-every", "1", "--stale-after", "5", "--lost-after", "15"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the coordinator")
+}
+
+fn wait_exit(child: Child, within: Duration) -> std::process::Output {
+    let start = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().expect("waiting").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > within {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the coordinator did not finish within {within:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn wait_done(c: &Cluster, run: &str, at_least: i64) {
+    let start = Instant::now();
+    while c.done_jobs(run) < at_least {
+        assert!(start.elapsed() < Duration::from_secs(60), "no progress");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn workers_killed_mid_job_lose_and_duplicate_nothing() {
+    let Some(mut c) = Cluster::new("worker kills", false) else {
+        return;
+    };
+    // 250 examples in shards of 2: 125 shards x 2 models x 4 modes = 1000 jobs.
+    let sweep = c.write_sweep("kills", 250, 2);
+    let expected = c.embedded_rows(&sweep);
+    let coordinator = follow(&c, &sweep.display().to_string());
+    let mut live: Vec<usize> = (0..3).map(|_| c.spawn_worker(&[])).collect();
+    let mut mid_job = 0;
+    for kill in 0..6 {
+        let victim = live.remove(kill % live.len());
+        let id = c.workers[victim].id.clone();
+        let running = format!("SELECT count(*) FROM jobs WHERE state = 'running' AND worker = '{id}'");
+        let start = Instant::now();
+        while c.sql_i64(&running) == 0 && start.elapsed() < Duration::from_secs(10) {}
+        c.sigkill(victim);
+        // Still `running` under the dead worker: it died between taking the job and
+        // committing it.
+        if c.sql_i64(&running) > 0 {
+            mid_job += 1;
+        }
+        live.push(c.spawn_worker(&[]));
+    }
+    let total = c.sql_i64("SELECT count(*) FROM jobs");
+    assert_eq!(total, 1000);
+    assert!(c.done_jobs("kills") < total, "the sweep ended before the kills");
+    let out = wait_exit(coordinator, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(mid_job >= 1, "no kill caught a worker mid-job");
+    eprintln!("{mid_job} of 6 kills were mid-job");
+    assert_eq!(c.pg_rows(), expected, "rows differ from a fault-free run");
+    assert!(c.sql_i64("SELECT sum(attempts) FROM jobs") > total, "some job ran twice");
+}
+
+#[test]
+fn a_broker_restart_mid_sweep_loses_nothing() {
+    let Some(mut c) = Cluster::new("broker restart", true) else {
+        return;
+    };
+    // 300 examples in shards of 1: 2400 jobs.
+    let sweep = c.write_sweep("restart", 300, 1);
+    let expected = c.embedded_rows(&sweep);
+    let coordinator = follow(&c, &sweep.display().to_string());
+    for _ in 0..3 {
+        c.spawn_worker(&[]);
+    }
+    wait_done(&c, "restart", 100);
+    {
+        let _stopped = BrokerStopped::stop();
+        assert!(c.done_jobs("restart") < 2400, "the sweep ended before the restart");
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let out = wait_exit(coordinator, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(c.pg_rows(), expected);
+    for i in 0..3 {
+        assert!(c.workers[i].child.try_wait().unwrap().is_none(), "worker {i} exited: {}", c.worker_log(i));
+        assert!(c.worker_log(i).contains("connected to the broker"), "{}", c.worker_log(i));
+    }
+}
+
+#[test]
+fn a_database_outage_of_30_seconds_loses_nothing() {
+    let Some(mut c) = Cluster::new("database outage", true) else {
+        return;
+    };
+    // 250 examples in shards of 1: 2000 jobs.
+    let sweep = c.write_sweep("outage", 250, 1);
+    let expected = c.embedded_rows(&sweep);
+    let coordinator = follow(&c, &sweep.display().to_string());
+    for _ in 0..3 {
+        c.spawn_worker(&[]);
+    }
+    wait_done(&c, "outage", 100);
+    assert!(c.done_jobs("outage") < 2000, "the sweep ended before the outage");
+    {
+        let _stopped = DatabaseStopped::stop();
+        std::thread::sleep(Duration::from_secs(30));
+    }
+    let out = wait_exit(coordinator, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(c.pg_rows(), expected);
+    assert_eq!(c.sql_i64("SELECT count(*) FROM jobs WHERE state <> 'done'"), 0);
+    let retried = (0..3).any(|i| c.worker_log(i).contains("the store is unreachable; retrying"));
+    assert!(retried, "no worker noticed the outage");
+}

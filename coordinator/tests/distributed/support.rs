@@ -1,0 +1,421 @@
+//! The harness of the distributed-engine tests: a database and a queue namespace of the
+//! test's own (dropped after), `credence` processes with the servers' URLs in their
+//! environment, worker processes that are killed when the test ends, a lock that keeps
+//! the tests that stop a server apart from all others, guards that always restart a
+//! stopped server, and row-for-row reads of results from PostgreSQL and SQLite.
+
+#![allow(dead_code)]
+
+use credence_shared::queue::rabbitmq::{RabbitQueue, RabbitSettings};
+use sqlx::Row;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// Tests that stop a server take it exclusively; every other test shares it.
+static SERVERS: RwLock<()> = RwLock::new(());
+
+pub enum ServerLock {
+    Shared(RwLockReadGuard<'static, ()>),
+    Exclusive(RwLockWriteGuard<'static, ()>),
+}
+
+pub fn pg_admin_url() -> String {
+    std::env::var("CREDENCE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+pub fn broker_url() -> String {
+    std::env::var("CREDENCE_TEST_BROKER_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+fn reachable(addr: &str) -> bool {
+    addr.parse()
+        .ok()
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok())
+}
+
+/// Whether the servers answer; under CI=true their absence fails the test.
+pub fn servers_available(test: &str) -> bool {
+    let (pg, mq) = (reachable("127.0.0.1:5432"), reachable("127.0.0.1:5672"));
+    if pg && mq {
+        return true;
+    }
+    let missing = format!(
+        "{test}: needs PostgreSQL on 127.0.0.1:5432 ({}) and RabbitMQ on 127.0.0.1:5672 ({}); run scripts/setup --services",
+        if pg { "up" } else { "down" },
+        if mq { "up" } else { "down" }
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{missing}");
+    }
+    eprintln!("skipping {missing}");
+    false
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .arg(url)
+        .args(["-v", "ON_ERROR_STOP=1", "-Atqc", sql])
+        .output()
+        .expect("psql is installed with PostgreSQL");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+pub struct Worker {
+    pub id: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+/// One test's servers, files and processes.
+pub struct Cluster {
+    pub name: String,
+    pub db_url: String,
+    pub namespace: String,
+    pub dir: tempfile::TempDir,
+    pub workers: Vec<Worker>,
+    pub models: Vec<String>,
+    _lock: ServerLock,
+}
+
+impl Cluster {
+    /// A cluster for a test; `None` (skip) when the servers are missing outside CI.
+    pub fn new(test: &str, exclusive: bool) -> Option<Cluster> {
+        let lock = if exclusive {
+            ServerLock::Exclusive(SERVERS.write().unwrap_or_else(|p| p.into_inner()))
+        } else {
+            ServerLock::Shared(SERVERS.read().unwrap_or_else(|p| p.into_inner()))
+        };
+        if !servers_available(test) {
+            return None;
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let name = format!("credence_t_{}", &id[..16]);
+        psql(&pg_admin_url(), &format!("CREATE DATABASE {name}"));
+        let admin = pg_admin_url();
+        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
+        Some(Cluster {
+            db_url: format!("{base}/{name}"),
+            name,
+            namespace: format!("credence-t-{}", &id[..12]),
+            dir: tempfile::tempdir().expect("a temp dir"),
+            workers: Vec::new(),
+            models: vec!["sentence-split".into(), "conjunction-oracle".into()],
+            _lock: lock,
+        })
+    }
+
+    /// `credence` with this cluster's servers in its environment.
+    pub fn credence(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_credence"));
+        c.env("RUST_LOG", "warn")
+            .env("CREDENCE_DATABASE_URL", &self.db_url)
+            .env("CREDENCE_BROKER_URL", broker_url())
+            .env("CREDENCE_QUEUE_NAMESPACE", &self.namespace)
+            .env_remove("CREDENCE_DELIVERY_LIMIT");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.credence().args(args).output().expect("running credence")
+    }
+
+    /// Runs and asserts success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "credence {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    pub fn sql(&self, sql: &str) -> String {
+        psql(&self.db_url, sql)
+    }
+
+    pub fn sql_i64(&self, sql: &str) -> i64 {
+        self.sql(sql).parse().unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Starts a worker process for both baseline models.
+    pub fn spawn_worker(&mut self, extra: &[&str]) -> usize {
+        let id = format!("w{}", self.workers.len());
+        let log = self.dir.path().join(format!("{id}.log"));
+        let file = std::fs::File::create(&log).expect("worker log");
+        let models = self.models.join(",");
+        let child = self
+            .credence()
+            .env("RUST_LOG", "info")
+            .args(["worker", "--models", &models, "--heartbeat", "0.5", "--grace", "20"])
+            .args(["--worker-id", &id])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("starting a worker");
+        self.workers.push(Worker { id, child, log });
+        self.workers.len() - 1
+    }
+
+    pub fn sigkill(&mut self, i: usize) {
+        let w = &mut self.workers[i];
+        let _ = w.child.kill();
+        let _ = w.child.wait();
+    }
+
+    /// SIGTERM; the worker's exit status.
+    pub fn sigterm(&mut self, i: usize, within: Duration) -> ExitStatus {
+        let w = &mut self.workers[i];
+        let status = Command::new("kill")
+            .args(["-TERM", &w.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let start = Instant::now();
+        loop {
+            if let Some(s) = w.child.try_wait().expect("waiting for a worker") {
+                return s;
+            }
+            assert!(start.elapsed() < within, "worker {} ignored SIGTERM", w.id);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn worker_log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.workers[i].log).unwrap_or_default()
+    }
+
+    /// Jobs of the run not yet settled (planned, queued or running).
+    pub fn open_jobs(&self, run: &str) -> i64 {
+        self.sql_i64(&format!(
+            "SELECT count(*) FROM jobs WHERE run_id = '{run}' AND state IN ('planned', 'queued', 'running')"
+        ))
+    }
+
+    pub fn done_jobs(&self, run: &str) -> i64 {
+        self.sql_i64(&format!(
+            "SELECT count(*) FROM jobs WHERE run_id = '{run}' AND state = 'done'"
+        ))
+    }
+
+    /// Waits until no job is open and every configuration with all jobs done is
+    /// aggregated.
+    pub fn wait_settled(&self, run: &str, within: Duration) {
+        let start = Instant::now();
+        loop {
+            let open = self.open_jobs(run);
+            let aggregating = self.sql_i64(&format!(
+                "SELECT count(*) FROM configs WHERE run_id = '{run}' AND state = 'aggregating'"
+            ));
+            if open == 0 && aggregating == 0 {
+                return;
+            }
+            assert!(
+                start.elapsed() < within,
+                "run {run} not settled after {within:?}: {open} open jobs, {aggregating} aggregating; logs:\n{}",
+                self.workers.iter().map(|w| std::fs::read_to_string(&w.log).unwrap_or_default()).collect::<Vec<_>>().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Runs the embedded engine on the same sweep: the fault-free reference.
+    pub fn embedded_rows(&self, sweep: &Path) -> Vec<String> {
+        let db = self.dir.path().join("embedded.db");
+        let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+            .arg("run")
+            .arg(sweep)
+            .arg("--db")
+            .arg(&db)
+            .args(["--quiet", "--workers", "2"])
+            .output()
+            .expect("running credence run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        block_on(async {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+                .await
+                .expect("opening the embedded results");
+            let rows = sqlx::query(RESULT_ROWS).fetch_all(&pool).await.expect("rows");
+            rows.iter().map(|r| row_text(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7), r.get(8), r.get(9), r.get(10), r.get(11), r.get(12), r.get(13), r.get(14), r.get(15), r.get(16))).collect()
+        })
+    }
+
+    /// The distributed run's result rows, in the same order and text.
+    pub fn pg_rows(&self) -> Vec<String> {
+        block_on(async {
+            let pool = sqlx::PgPool::connect(&self.db_url).await.expect("connecting");
+            let rows = sqlx::query(RESULT_ROWS).fetch_all(&pool).await.expect("rows");
+            rows.iter().map(|r| row_text(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7), r.get(8), r.get(9), r.get(10), r.get(11), r.get(12), r.get(13), r.get(14), r.get(15), r.get(16))).collect()
+        })
+    }
+
+    /// Writes a sweep over `n` examples (the sample's, cycled with fresh ids) to the
+    /// test's folder.
+    pub fn write_sweep(&self, name: &str, n: usize, shard_size: u32) -> PathBuf {
+        let sample = std::fs::read_to_string(workspace().join("examples/sample.jsonl"))
+            .expect("the shipped sample");
+        let lines: Vec<serde_json::Value> = sample
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("sample line"))
+            .collect();
+        let mut data = String::new();
+        for i in 0..n {
+            let mut ex = lines[i % lines.len()].clone();
+            ex["id"] = serde_json::Value::String(format!("g{i:05}"));
+            data.push_str(&ex.to_string());
+            data.push('\n');
+        }
+        std::fs::write(self.dir.path().join(format!("{name}.jsonl")), data).expect("dataset");
+        let sweep = self.dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &sweep,
+            format!(
+                "[sweep]\nname = \"{name}\"\nmodes = [\"base\", \"repair\", \"self_repair\", \"all\"]\nshard_size = {shard_size}\n\n\
+                 [[models]]\nname = \"sentence-split\"\nbackend = \"sentence-split\"\n\n\
+                 [[models]]\nname = \"conjunction-oracle\"\nbackend = \"conjunction-oracle\"\n\n\
+                 [[datasets]]\nid = \"gen\"\npath = \"{name}.jsonl\"\n"
+            ),
+        )
+        .expect("sweep");
+        sweep
+    }
+}
+
+const RESULT_ROWS: &str = "SELECT p.job_key, p.example_id, p.run_id, p.model, p.dataset, p.mode,
+        p.base_claims_json, p.claims_json, p.pipeline_version, p.llm_calls,
+        m.n_claims, m.jaccard_f1, m.semantic_f1, m.epr, m.avr, m.rr, m.verified
+ FROM predictions p JOIN example_metrics m USING (job_key, example_id)
+ ORDER BY p.job_key, p.example_id";
+
+#[allow(clippy::too_many_arguments)]
+fn row_text(
+    key: String,
+    ex: String,
+    run: String,
+    model: String,
+    ds: String,
+    mode: String,
+    base: String,
+    claims: String,
+    pipeline: String,
+    calls: i64,
+    n_claims: i64,
+    jaccard: f64,
+    semantic: Option<f64>,
+    epr: Option<f64>,
+    avr: Option<f64>,
+    rr: Option<f64>,
+    verified: Option<bool>,
+) -> String {
+    format!("{key}|{ex}|{run}|{model}|{ds}|{mode}|{base}|{claims}|{pipeline}|{calls}|{n_claims}|{jaccard:?}|{semantic:?}|{epr:?}|{avr:?}|{rr:?}|{verified:?}")
+}
+
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for w in &mut self.workers {
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+        }
+        let mut settings = RabbitSettings::new(&broker_url());
+        settings.namespace = self.namespace.clone();
+        settings.reconnect_for = Some(Duration::from_secs(30));
+        let mut queues: Vec<String> = self
+            .models
+            .iter()
+            .map(|m| credence_shared::queue::job_queue(m))
+            .collect();
+        queues.push(credence_shared::queue::AGGREGATE_QUEUE.into());
+        block_on(async move {
+            if let Ok(q) = RabbitQueue::connect(settings).await {
+                let _ = q.delete_queues(&queues).await;
+            }
+        });
+        let _ = Command::new("psql")
+            .arg(pg_admin_url())
+            .args(["-Atqc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .output();
+    }
+}
+
+/// RabbitMQ stopped (`rabbitmqctl stop_app`) until dropped, which always starts it.
+pub struct BrokerStopped;
+
+impl BrokerStopped {
+    pub fn stop() -> BrokerStopped {
+        let out = Command::new("rabbitmqctl").arg("stop_app").output().expect("rabbitmqctl");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        BrokerStopped
+    }
+}
+
+impl Drop for BrokerStopped {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl").arg("start_app").output();
+        let _ = Command::new("rabbitmqctl")
+            .args(["await_startup", "--timeout", "60"])
+            .output();
+    }
+}
+
+/// PostgreSQL stopped (`pg_ctlcluster VERSION main stop`) until dropped, which always
+/// starts it again.
+pub struct DatabaseStopped {
+    version: String,
+}
+
+fn pg_version() -> String {
+    let mut versions: Vec<String> = std::fs::read_dir("/etc/postgresql")
+        .expect("PostgreSQL's configuration in /etc/postgresql")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().to_string()))
+        .collect();
+    versions.sort_by_key(|v| v.parse::<u32>().unwrap_or(0));
+    versions.pop().expect("a PostgreSQL cluster")
+}
+
+impl DatabaseStopped {
+    pub fn stop() -> DatabaseStopped {
+        let version = pg_version();
+        let out = Command::new("pg_ctlcluster")
+            .args(["--skip-systemctl-redirect", &version, "main", "stop", "-m", "fast"])
+            .output()
+            .expect("pg_ctlcluster");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        DatabaseStopped { version }
+    }
+}
+
+impl Drop for DatabaseStopped {
+    fn drop(&mut self) {
+        let _ = Command::new("pg_ctlcluster")
+            .args(["--skip-systemctl-redirect", &self.version, "main", "start"])
+            .output();
+        for _ in 0..60 {
+            if reachable("127.0.0.1:5432") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}

@@ -1,0 +1,698 @@
+//! The distributed queue: RabbitMQ through lapin, with the topology of DESIGN.md.
+//!
+//! Every logical queue name (`credence.jobs.<model>`, `credence.aggregate`) is a durable
+//! quorum queue, with its `credence` prefix replaced by the namespace (`credence` unless
+//! set, so tests can run side by side). Each has an explicit `x-delivery-limit` and
+//! dead-letters at-least-once to the fanout exchange `<namespace>.dead`, bound to the
+//! quorum queue `<namespace>.dead`. Messages are persistent and published with
+//! confirms; consumers take `prefetch` (default 1) messages at a time. A lost connection
+//! is re-established with exponential backoff, by publishers and consumers alike; a
+//! delivery from the lost connection can no longer be settled, and the broker delivers it
+//! again (at-least-once; the store makes the second run change nothing).
+//!
+//! A message dead-lettered by the worker (unreadable, or failed its last delivery)
+//! carries the reason in the header `x-credence-reason`; one dead-lettered by the broker
+//! (its consumers kept dying) carries the broker's `x-first-death-reason`.
+
+mod dead;
+
+use super::{Consumer, DeadLetter, Delivery, Queue, QueueError};
+use async_trait::async_trait;
+use futures::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// Settings of the RabbitMQ queue.
+#[derive(Debug, Clone)]
+pub struct RabbitSettings {
+    /// `amqp://user:password@host:port/vhost`.
+    pub url: String,
+    /// Replaces `credence` in queue names.
+    pub namespace: String,
+    /// `x-delivery-limit` of every job queue: deliveries after which the broker
+    /// dead-letters a message whose consumers keep failing to settle it.
+    pub delivery_limit: u32,
+    /// Unacknowledged messages per consumer.
+    pub prefetch: u16,
+    /// How long to keep reconnecting after the connection is lost before an operation
+    /// gives up (`None`: forever, what a worker wants).
+    pub reconnect_for: Option<Duration>,
+}
+
+impl RabbitSettings {
+    /// Defaults: namespace `credence`, delivery limit 3, prefetch 1, reconnect forever.
+    pub fn new(url: &str) -> Self {
+        RabbitSettings {
+            url: url.to_string(),
+            namespace: "credence".into(),
+            delivery_limit: 3,
+            prefetch: 1,
+            reconnect_for: None,
+        }
+    }
+}
+
+/// Where a broker URL points, as `host:port/vhost`, without user or password.
+pub fn describe_url(url: &str) -> String {
+    match lapin::uri::AMQPUri::from_str(url) {
+        Ok(u) => format!("{}:{}/{}", u.authority.host, u.authority.port, u.vhost),
+        Err(_) => "an invalid broker URL".into(),
+    }
+}
+
+struct Link {
+    connection: Connection,
+    /// The channel publishes go through (confirm mode).
+    publisher: Channel,
+    /// Queues declared on this connection.
+    declared: HashSet<String>,
+}
+
+struct Inner {
+    settings: RabbitSettings,
+    location: String,
+    link: Mutex<Option<Link>>,
+}
+
+/// The RabbitMQ queue engine; cheap to clone.
+#[derive(Clone)]
+pub struct RabbitQueue {
+    inner: Arc<Inner>,
+}
+
+fn broker(what: &'static str) -> impl FnOnce(lapin::Error) -> QueueError {
+    move |e| QueueError::Broker {
+        what,
+        message: e.to_string(),
+    }
+}
+
+impl RabbitQueue {
+    /// Connects once (up to 10 s) and declares the dead-letter exchange and queue.
+    /// Errors name `host:port/vhost`, never the credentials.
+    pub async fn connect(settings: RabbitSettings) -> Result<Self, QueueError> {
+        let location = describe_url(&settings.url);
+        if lapin::uri::AMQPUri::from_str(&settings.url).is_err() {
+            return Err(QueueError::Connect {
+                location,
+                message: "expected amqp://USER:PASSWORD@HOST[:PORT]/VHOST (URL not shown, it may hold a password)".into(),
+            });
+        }
+        let queue = RabbitQueue {
+            inner: Arc::new(Inner {
+                settings,
+                location,
+                link: Mutex::new(None),
+            }),
+        };
+        let link = queue.open_link().await?;
+        *queue.inner.link.lock().await = Some(link);
+        Ok(queue)
+    }
+
+    /// `host:port/vhost` of the broker.
+    pub fn location(&self) -> &str {
+        &self.inner.location
+    }
+
+    /// The physical name of a logical queue name.
+    pub fn physical(&self, logical: &str) -> String {
+        match logical.strip_prefix("credence") {
+            Some(rest) => format!("{}{rest}", self.inner.settings.namespace),
+            None => logical.to_string(),
+        }
+    }
+
+    /// Name of the dead-letter exchange and queue.
+    pub fn dead_letter_queue(&self) -> String {
+        format!("{}.dead", self.inner.settings.namespace)
+    }
+
+    async fn open_link(&self) -> Result<Link, QueueError> {
+        let props = ConnectionProperties::default()
+            .with_connection_name(LongString::from("credence"))
+            .with_executor(tokio_executor_trait::Tokio::current())
+            .with_reactor(tokio_reactor_trait::Tokio);
+        let connect = Connection::connect(&self.inner.settings.url, props);
+        let connection = match tokio::time::timeout(Duration::from_secs(10), connect).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return Err(QueueError::Connect {
+                    location: self.inner.location.clone(),
+                    message: e.to_string(),
+                })
+            }
+            Err(_) => {
+                return Err(QueueError::Connect {
+                    location: self.inner.location.clone(),
+                    message: "no answer within 10 s".into(),
+                })
+            }
+        };
+        let publisher = publisher_channel(&connection).await?;
+        let dead = self.dead_letter_queue();
+        publisher
+            .exchange_declare(
+                &dead,
+                ExchangeKind::Fanout,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(broker("declare dead-letter exchange"))?;
+        let mut args = FieldTable::default();
+        args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+        publisher
+            .queue_declare(&dead, durable(), args)
+            .await
+            .map_err(broker("declare dead-letter queue"))?;
+        publisher
+            .queue_bind(
+                &dead,
+                &dead,
+                "",
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(broker("bind dead-letter queue"))?;
+        tracing::info!(broker = %self.inner.location, "connected to the broker");
+        Ok(Link {
+            connection,
+            publisher,
+            declared: HashSet::new(),
+        })
+    }
+
+    /// Runs `op` on the live link (reconnecting with backoff if it was lost), under the
+    /// link's lock: declarations and publishes are quick.
+    async fn with_link<T: Send>(&self, op: impl LinkOp<T>) -> Result<T, QueueError> {
+        let mut guard = self.live_link().await?;
+        let link = guard.as_mut().ok_or(QueueError::Closed)?;
+        op.call(self, link).await
+    }
+
+    async fn live_link(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Link>>, QueueError> {
+        let started = tokio::time::Instant::now();
+        let mut backoff = Duration::from_millis(100);
+        let mut guard = self.inner.link.lock().await;
+        loop {
+            if let Some(link) = guard.as_mut() {
+                if link.connection.status().connected() {
+                    if link.publisher.status().connected() {
+                        return Ok(guard);
+                    }
+                    // A channel error (not a lost connection) closed the publisher.
+                    match publisher_channel(&link.connection).await {
+                        Ok(channel) => {
+                            link.publisher = channel;
+                            link.declared.clear();
+                            return Ok(guard);
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot reopen the publishing channel"),
+                    }
+                }
+                tracing::warn!(broker = %self.inner.location, "connection to the broker lost; reconnecting");
+                *guard = None;
+            }
+            match self.open_link().await {
+                Ok(link) => {
+                    *guard = Some(link);
+                    return Ok(guard);
+                }
+                Err(e) => {
+                    if let Some(limit) = self.inner.settings.reconnect_for {
+                        if started.elapsed() >= limit {
+                            return Err(e);
+                        }
+                    }
+                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "broker unreachable");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// The arguments every job queue is declared with.
+    fn queue_args(&self) -> FieldTable {
+        let mut args = FieldTable::default();
+        args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+        args.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongInt(self.inner.settings.delivery_limit.min(i32::MAX as u32) as i32),
+        );
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(self.dead_letter_queue().into()),
+        );
+        args.insert(
+            "x-dead-letter-strategy".into(),
+            AMQPValue::LongString("at-least-once".into()),
+        );
+        // At-least-once dead-lettering requires the queue to refuse publishes when full
+        // rather than drop its head.
+        args.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString("reject-publish".into()),
+        );
+        args
+    }
+
+    async fn declare(&self, channel: &Channel, physical: &str) -> Result<lapin::Queue, QueueError> {
+        channel
+            .queue_declare(physical, durable(), self.queue_args())
+            .await
+            .map_err(broker("declare queue"))
+    }
+
+    /// Messages ready in a queue and its consumers (declaring it if needed).
+    pub async fn depth(&self, logical: &str) -> Result<(u32, u32), QueueError> {
+        let physical = self.physical(logical);
+        self.with_link(DepthOp(physical)).await
+    }
+
+    /// Publishes raw bodies (with optional headers) onto a physical queue, waiting for
+    /// the broker's confirms; retries on a new connection if the link is lost.
+    async fn publish_physical(
+        &self,
+        physical: &str,
+        bodies: &[Vec<u8>],
+        headers: Option<FieldTable>,
+        declare: bool,
+    ) -> Result<(), QueueError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let op = PublishOp {
+                physical,
+                bodies,
+                headers: headers.clone(),
+                declare,
+            };
+            match self.with_link(op).await {
+                Ok(()) => return Ok(()),
+                Err(e @ QueueError::Broker { .. }) => {
+                    let give_up = self
+                        .inner
+                        .settings
+                        .reconnect_for
+                        .is_some_and(|limit| started.elapsed() >= limit);
+                    if give_up {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, "publish failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Deletes the queues of this namespace named by `logical`, and its dead-letter
+    /// queue and exchange (for tests and for tearing down a deployment).
+    pub async fn delete_queues(&self, logical: &[String]) -> Result<(), QueueError> {
+        let names: Vec<String> = logical.iter().map(|q| self.physical(q)).collect();
+        self.with_link(DeleteOp(names)).await
+    }
+}
+
+/// A channel in confirm mode, for publishing.
+async fn publisher_channel(connection: &Connection) -> Result<Channel, QueueError> {
+    let channel = connection
+        .create_channel()
+        .await
+        .map_err(broker("open channel"))?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(broker("confirm select"))?;
+    Ok(channel)
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+fn persistent() -> BasicProperties {
+    BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_content_type(ShortString::from("application/json"))
+}
+
+/// An operation run on the live link under its lock.
+#[async_trait]
+trait LinkOp<T> {
+    async fn call(self, queue: &RabbitQueue, link: &mut Link) -> Result<T, QueueError>;
+}
+
+struct PublishOp<'a> {
+    physical: &'a str,
+    bodies: &'a [Vec<u8>],
+    headers: Option<FieldTable>,
+    declare: bool,
+}
+
+#[async_trait]
+impl LinkOp<()> for PublishOp<'_> {
+    async fn call(self, queue: &RabbitQueue, link: &mut Link) -> Result<(), QueueError> {
+        if self.declare && !link.declared.contains(self.physical) {
+            queue.declare(&link.publisher, self.physical).await?;
+            link.declared.insert(self.physical.to_string());
+        }
+        let mut props = persistent();
+        if let Some(h) = self.headers {
+            props = props.with_headers(h);
+        }
+        let mut confirms = Vec::with_capacity(self.bodies.len());
+        for body in self.bodies {
+            let confirm = link
+                .publisher
+                .basic_publish(
+                    "",
+                    self.physical,
+                    BasicPublishOptions::default(),
+                    body,
+                    props.clone(),
+                )
+                .await
+                .map_err(broker("publish"))?;
+            confirms.push(confirm);
+        }
+        for confirm in confirms {
+            let confirmation = confirm.await.map_err(broker("publisher confirm"))?;
+            if confirmation.is_nack() {
+                return Err(QueueError::Broker {
+                    what: "publisher confirm",
+                    message: format!("the broker refused a message for {}", self.physical),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+struct DepthOp(String);
+
+#[async_trait]
+impl LinkOp<(u32, u32)> for DepthOp {
+    async fn call(self, queue: &RabbitQueue, link: &mut Link) -> Result<(u32, u32), QueueError> {
+        let q = queue.declare(&link.publisher, &self.0).await?;
+        link.declared.insert(self.0);
+        Ok((q.message_count(), q.consumer_count()))
+    }
+}
+
+struct DeleteOp(Vec<String>);
+
+#[async_trait]
+impl LinkOp<()> for DeleteOp {
+    async fn call(self, queue: &RabbitQueue, link: &mut Link) -> Result<(), QueueError> {
+        let dead = queue.dead_letter_queue();
+        for name in self.0.iter().chain(std::iter::once(&dead)) {
+            link.publisher
+                .queue_delete(name, Default::default())
+                .await
+                .map_err(broker("delete queue"))?;
+            link.declared.remove(name);
+        }
+        link.publisher
+            .exchange_delete(&dead, Default::default())
+            .await
+            .map_err(broker("delete dead-letter exchange"))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Queue for RabbitQueue {
+    async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), QueueError> {
+        self.publish_physical(&self.physical(queue), &[body], None, true)
+            .await
+    }
+
+    async fn publish_batch(&self, queue: &str, bodies: Vec<Vec<u8>>) -> Result<(), QueueError> {
+        // Confirms are awaited per chunk: enough in flight to keep the broker busy, few
+        // enough that a lost connection re-sends little.
+        for chunk in bodies.chunks(1000) {
+            self.publish_physical(&self.physical(queue), chunk, None, true)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn consume(&self, queue: &str) -> Result<Box<dyn Consumer>, QueueError> {
+        let mut consumer = RabbitConsumer {
+            queue: self.clone(),
+            physical: self.physical(queue),
+            stream: None,
+        };
+        consumer.subscribe().await?;
+        Ok(Box::new(consumer))
+    }
+
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
+        self.list_dead_letters().await
+    }
+}
+
+struct RabbitConsumer {
+    queue: RabbitQueue,
+    physical: String,
+    stream: Option<(Channel, lapin::Consumer)>,
+}
+
+impl RabbitConsumer {
+    /// Opens a channel on the live connection (reconnecting if needed) and subscribes.
+    async fn subscribe(&mut self) -> Result<(), QueueError> {
+        let started = tokio::time::Instant::now();
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.try_subscribe().await {
+                Ok(s) => {
+                    self.stream = Some(s);
+                    return Ok(());
+                }
+                Err(e) => {
+                    if let Some(limit) = self.queue.inner.settings.reconnect_for {
+                        if started.elapsed() >= limit {
+                            return Err(e);
+                        }
+                    }
+                    tracing::warn!(error = %e, queue = %self.physical, "cannot subscribe; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn try_subscribe(&self) -> Result<(Channel, lapin::Consumer), QueueError> {
+        let guard = self.queue.live_link().await?;
+        let link = guard.as_ref().ok_or(QueueError::Closed)?;
+        let channel = link
+            .connection
+            .create_channel()
+            .await
+            .map_err(broker("open channel"))?;
+        drop(guard);
+        channel
+            .basic_qos(self.queue.inner.settings.prefetch, BasicQosOptions::default())
+            .await
+            .map_err(broker("set prefetch"))?;
+        self.queue.declare(&channel, &self.physical).await?;
+        let consumer = channel
+            .basic_consume(
+                &self.physical,
+                "",
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(broker("consume"))?;
+        Ok((channel, consumer))
+    }
+}
+
+#[async_trait]
+impl Consumer for RabbitConsumer {
+    async fn next(&mut self) -> Result<Option<Box<dyn Delivery>>, QueueError> {
+        loop {
+            let Some((_, stream)) = self.stream.as_mut() else {
+                self.subscribe().await?;
+                continue;
+            };
+            match stream.next().await {
+                Some(Ok(d)) => {
+                    let previous = delivery_count(d.properties.headers().as_ref());
+                    return Ok(Some(Box::new(RabbitDelivery {
+                        queue: self.queue.clone(),
+                        physical: self.physical.clone(),
+                        delivery: Some(d),
+                        previous,
+                    })));
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, queue = %self.physical, "consumer lost its connection; resubscribing");
+                    self.stream = None;
+                }
+                None => {
+                    tracing::warn!(queue = %self.physical, "the broker cancelled the consumer; resubscribing");
+                    self.stream = None;
+                }
+            }
+        }
+    }
+}
+
+/// `x-delivery-count` of a quorum-queue delivery: how many times it was returned.
+fn delivery_count(headers: Option<&FieldTable>) -> u32 {
+    headers
+        .and_then(|h| h.inner().get("x-delivery-count"))
+        .and_then(as_u64)
+        .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32)
+}
+
+pub(crate) fn as_u64(v: &AMQPValue) -> Option<u64> {
+    match v {
+        AMQPValue::ShortShortInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::ShortShortUInt(n) => Some(u64::from(*n)),
+        AMQPValue::ShortInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::ShortUInt(n) => Some(u64::from(*n)),
+        AMQPValue::LongInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::LongUInt(n) => Some(u64::from(*n)),
+        AMQPValue::LongLongInt(n) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+struct RabbitDelivery {
+    queue: RabbitQueue,
+    physical: String,
+    delivery: Option<lapin::message::Delivery>,
+    previous: u32,
+}
+
+#[async_trait]
+impl Delivery for RabbitDelivery {
+    fn body(&self) -> &[u8] {
+        self.delivery.as_ref().map_or(&[], |d| &d.data)
+    }
+
+    fn previous_deliveries(&self) -> u32 {
+        self.previous
+    }
+
+    async fn ack(mut self: Box<Self>) -> Result<(), QueueError> {
+        match self.delivery.take() {
+            Some(d) => d
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map_err(broker("ack")),
+            None => Ok(()),
+        }
+    }
+
+    async fn nack(mut self: Box<Self>, requeue: bool) -> Result<(), QueueError> {
+        match self.delivery.take() {
+            Some(d) => d
+                .acker
+                .nack(BasicNackOptions {
+                    requeue,
+                    ..Default::default()
+                })
+                .await
+                .map_err(broker("nack")),
+            None => Ok(()),
+        }
+    }
+
+    async fn dead_letter(mut self: Box<Self>, reason: &str) -> Result<(), QueueError> {
+        let Some(d) = self.delivery.take() else {
+            return Ok(());
+        };
+        // The broker's own dead-lettering cannot carry a reason; publish the copy with
+        // it (confirmed), then ack the original. A crash in between leaves the message
+        // in both places, never in neither.
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-credence-reason".into(),
+            AMQPValue::LongString(reason.into()),
+        );
+        headers.insert(
+            "x-credence-queue".into(),
+            AMQPValue::LongString(self.physical.as_str().into()),
+        );
+        headers.insert(
+            "x-credence-deliveries".into(),
+            AMQPValue::LongLongInt(i64::from(self.previous) + 1),
+        );
+        let dead = self.queue.dead_letter_queue();
+        self.queue
+            .publish_physical(&dead, std::slice::from_ref(&d.data), Some(headers), false)
+            .await?;
+        d.acker
+            .ack(BasicAckOptions::default())
+            .await
+            .map_err(broker("ack dead-lettered"))
+    }
+}
+
+impl Drop for RabbitDelivery {
+    /// An unsettled delivery is returned to the queue, as the embedded queue does.
+    fn drop(&mut self) {
+        if let Some(d) = self.delivery.take() {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    let _ = d
+                        .acker
+                        .nack(BasicNackOptions {
+                            requeue: true,
+                            ..Default::default()
+                        })
+                        .await;
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_url_hides_credentials() {
+        assert_eq!(
+            describe_url("amqp://alice:s3cret@mq.example.org:5673/%2f"),
+            "mq.example.org:5673//"
+        );
+        assert_eq!(describe_url("not a url"), "an invalid broker URL");
+    }
+
+    #[test]
+    fn delivery_count_reads_any_integer_header() {
+        let mut h = FieldTable::default();
+        assert_eq!(delivery_count(Some(&h)), 0);
+        h.insert("x-delivery-count".into(), AMQPValue::LongLongInt(2));
+        assert_eq!(delivery_count(Some(&h)), 2);
+        h.insert("x-delivery-count".into(), AMQPValue::LongInt(5));
+        assert_eq!(delivery_count(Some(&h)), 5);
+        assert_eq!(delivery_count(None), 0);
+    }
+}

@@ -1,0 +1,109 @@
+//! The dead-letter queue of a namespace: listing it (`credence dlq list`) and moving
+//! chosen messages back to the queues they came from (`credence dlq replay`).
+//!
+//! Both read the queue with `basic.get` on a channel of their own without acking; a
+//! listed message stays where it is (closing the channel returns it), a replayed one is
+//! re-published to its queue with a confirm and only then acked here.
+
+use super::{as_u64, broker, RabbitQueue};
+use crate::queue::{DeadLetter, QueueError};
+use lapin::options::{BasicAckOptions, BasicGetOptions};
+use lapin::types::{AMQPValue, FieldTable};
+
+fn header_str(headers: Option<&FieldTable>, name: &str) -> Option<String> {
+    match headers?.inner().get(name)? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    }
+}
+
+fn header_u64(headers: Option<&FieldTable>, name: &str) -> Option<u64> {
+    as_u64(headers?.inner().get(name)?)
+}
+
+/// Reads a dead-lettered message: the worker's own headers, else the broker's.
+fn dead_letter(d: &lapin::message::Delivery) -> DeadLetter {
+    let h = d.properties.headers().as_ref();
+    let queue = header_str(h, "x-credence-queue")
+        .or_else(|| header_str(h, "x-first-death-queue"))
+        .unwrap_or_default();
+    let reason = header_str(h, "x-credence-reason").unwrap_or_else(|| {
+        match header_str(h, "x-first-death-reason").as_deref() {
+            Some("delivery_limit") => {
+                "delivery limit reached: its consumers kept dying or returning it".into()
+            }
+            Some(other) => format!("dead-lettered by the broker: {other}"),
+            None => "dead-lettered (no reason recorded)".into(),
+        }
+    });
+    let deliveries = header_u64(h, "x-credence-deliveries")
+        .or_else(|| header_u64(h, "x-delivery-count").map(|n| n + 1))
+        .unwrap_or(0);
+    DeadLetter {
+        queue,
+        body: d.data.clone(),
+        deliveries: deliveries.min(u64::from(u32::MAX)) as u32,
+        reason,
+    }
+}
+
+impl RabbitQueue {
+    /// Every message in the dead-letter queue, oldest first; nothing is removed.
+    pub(super) async fn list_dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
+        self.replay_dead_letters(|_| false).await.map(|(all, _)| all)
+    }
+
+    /// Re-publishes the dead letters `select` picks to the queues they came from and
+    /// removes them from the dead-letter queue. Returns every dead letter seen and the
+    /// ones replayed.
+    pub async fn replay_dead_letters(
+        &self,
+        select: impl Fn(&DeadLetter) -> bool + Send,
+    ) -> Result<(Vec<DeadLetter>, Vec<DeadLetter>), QueueError> {
+        let channel = {
+            let guard = self.live_link().await?;
+            let link = guard.as_ref().ok_or(QueueError::Closed)?;
+            link.connection
+                .create_channel()
+                .await
+                .map_err(broker("open channel"))?
+        };
+        let dead = self.dead_letter_queue();
+        let mut all = Vec::new();
+        let mut replayed = Vec::new();
+        let result = async {
+            while let Some(got) = channel
+                .basic_get(&dead, BasicGetOptions::default())
+                .await
+                .map_err(broker("read dead letters"))?
+            {
+                let letter = dead_letter(&got.delivery);
+                if select(&letter) && !letter.queue.is_empty() {
+                    self.publish_physical(
+                        &letter.queue,
+                        std::slice::from_ref(&letter.body),
+                        None,
+                        true,
+                    )
+                    .await?;
+                    got.delivery
+                        .acker
+                        .ack(BasicAckOptions::default())
+                        .await
+                        .map_err(broker("ack replayed dead letter"))?;
+                    replayed.push(letter.clone());
+                }
+                all.push(letter);
+            }
+            Ok::<_, QueueError>(())
+        }
+        .await;
+        // Closing the channel returns every message we read but did not replay.
+        if let Err(e) = channel.close(200, "dead letters read").await {
+            tracing::warn!(error = %e, "closing the dead-letter channel");
+        }
+        result?;
+        Ok((all, replayed))
+    }
+}

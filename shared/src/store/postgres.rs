@@ -1,0 +1,637 @@
+//! The distributed store: PostgreSQL, the source of truth of a distributed run.
+//! Migrations from `migrations/postgres` run at start under sqlx's migrator, which holds
+//! a PostgreSQL advisory lock while it applies them, so workers starting together migrate
+//! once. Bulk writes bind whole columns as arrays and insert with `UNNEST`. A job's
+//! results and its `done` state commit in one transaction, under a lock on its
+//! configuration's row so that exactly one commit sees the configuration finished.
+//! The queries the coordinator needs beyond the [`Store`] trait (status, resume, cancel,
+//! the reaper) live in [`ops`].
+
+pub mod ops;
+
+use super::{
+    ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow,
+};
+use crate::cache::{EmbeddingCache, GenerationCache};
+use crate::domain::{Example, ExampleResult, Mode};
+use crate::job::Job;
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{PgPool, Row};
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// The PostgreSQL store.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    location: String,
+}
+
+/// Where a database URL points, as `host:port/database`, without user or password; or a
+/// placeholder when the URL cannot be parsed.
+pub fn describe_url(url: &str) -> String {
+    match PgConnectOptions::from_str(url) {
+        Ok(o) => format!(
+            "{}:{}/{}",
+            o.get_host(),
+            o.get_port(),
+            o.get_database().unwrap_or("")
+        ),
+        Err(_) => "an invalid database URL".into(),
+    }
+}
+
+impl PgStore {
+    /// Connects (one attempt, up to `connect_timeout`) and applies the migrations.
+    /// Errors name `host:port/database`, never the password.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url).map_err(|_| StoreError::BadUrl)?;
+        let location = describe_url(url);
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options.application_name("credence"))
+            .await
+            .map_err(|source| StoreError::Connect {
+                location: location.clone(),
+                source,
+            })?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                location: location.clone(),
+                source,
+            })?;
+        Ok(PgStore { pool, location })
+    }
+
+    /// The connection pool, for queries the trait does not cover (reports, tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// `host:port/database` of the store.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+fn sha256_hex(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    // Serialising plain data (strings, maps of JSON values) cannot fail.
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// The columns of `jobs` that make up a [`Job`], in the order [`job_from_row`] reads.
+pub(crate) const JOB_COLUMNS: &str = "job_key, run_id, model, model_fingerprint, dataset, \
+     dataset_hash, mode, shard, start, len, config_version";
+
+pub(crate) fn job_from_row(r: &PgRow) -> Result<Job, StoreError> {
+    let mode: String = r.get(6);
+    let int = |i: usize| -> Result<u32, StoreError> {
+        u32::try_from(r.get::<i64, _>(i)).map_err(|e| StoreError::Corrupt {
+            what: "jobs shard bounds",
+            message: e.to_string(),
+        })
+    };
+    Ok(Job {
+        key: r.get(0),
+        run_id: r.get(1),
+        model: r.get(2),
+        model_fingerprint: r.get(3),
+        dataset: r.get(4),
+        dataset_hash: r.get(5),
+        mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
+            what: "jobs.mode",
+            message: e.to_string(),
+        })?,
+        shard: int(7)?,
+        start: int(8)?,
+        len: int(9)?,
+        config_version: r.get(10),
+    })
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn record_plan(
+        &self,
+        run: &RunRecord,
+        datasets: &[PlannedDatasetRecord<'_>],
+        jobs: &[Job],
+    ) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin plan"))?;
+        sqlx::query(
+            "INSERT INTO runs (run_id, spec_json) VALUES ($1, $2)
+             ON CONFLICT (run_id) DO UPDATE SET spec_json = excluded.spec_json,
+                 state = 'active', updated_at = now()",
+        )
+        .bind(&run.run_id)
+        .bind(&run.spec_json)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("insert run"))?;
+        for ds in datasets {
+            sqlx::query(
+                "INSERT INTO run_datasets (run_id, dataset_id, dataset_hash, path, n_examples)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .bind(&run.run_id)
+            .bind(ds.id)
+            .bind(&ds.data.hash)
+            .bind(ds.data.path.display().to_string())
+            .bind(ds.data.examples.len() as i64)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::query("insert run dataset"))?;
+            let ex = &ds.data.examples;
+            sqlx::query(
+                "INSERT INTO examples (dataset_hash, position, example_id, text, references_json, meta_json)
+                 SELECT $1, * FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[])
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(&ds.data.hash)
+            .bind((0..ex.len() as i64).collect::<Vec<_>>())
+            .bind(ex.iter().map(|e| e.id.as_str()).collect::<Vec<_>>())
+            .bind(ex.iter().map(|e| e.text.as_str()).collect::<Vec<_>>())
+            .bind(ex.iter().map(|e| to_json(&e.references)).collect::<Vec<_>>())
+            .bind(ex.iter().map(|e| to_json(&e.meta)).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::query("insert examples"))?;
+        }
+        let mut configs: Vec<&Job> = Vec::new();
+        let mut seen = HashSet::new();
+        for j in jobs {
+            if seen.insert((&j.model, &j.dataset, j.mode)) {
+                configs.push(j);
+            }
+        }
+        sqlx::query(
+            "INSERT INTO configs (run_id, model, dataset, mode)
+             SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::text[])
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&run.run_id)
+        .bind(configs.iter().map(|j| j.model.as_str()).collect::<Vec<_>>())
+        .bind(configs.iter().map(|j| j.dataset.as_str()).collect::<Vec<_>>())
+        .bind(configs.iter().map(|j| j.mode.as_str()).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("insert configurations"))?;
+        let col = |f: fn(&Job) -> &str| jobs.iter().map(f).collect::<Vec<&str>>();
+        let num = |f: fn(&Job) -> u32| jobs.iter().map(|j| i64::from(f(j))).collect::<Vec<_>>();
+        sqlx::query(
+            "INSERT INTO jobs (job_key, run_id, model, model_fingerprint, dataset, dataset_hash,
+                               mode, shard, start, len, config_version, plan_order)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::text[], $7::text[], $8::int8[], $9::int8[], $10::int8[],
+                                  $11::text[], $12::int8[])
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(col(|j| j.key.as_str()))
+        .bind(col(|j| j.run_id.as_str()))
+        .bind(col(|j| j.model.as_str()))
+        .bind(col(|j| j.model_fingerprint.as_str()))
+        .bind(col(|j| j.dataset.as_str()))
+        .bind(col(|j| j.dataset_hash.as_str()))
+        .bind(col(|j| j.mode.as_str()))
+        .bind(num(|j| j.shard))
+        .bind(num(|j| j.start))
+        .bind(num(|j| j.len))
+        .bind(col(|j| j.config_version.as_str()))
+        .bind((0..jobs.len() as i64).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("insert jobs"))?;
+        tx.commit().await.map_err(StoreError::query("commit plan"))
+    }
+
+    async fn finished_jobs(&self, run_id: &str) -> Result<HashSet<String>, StoreError> {
+        let keys: Vec<String> =
+            sqlx::query_scalar("SELECT job_key FROM jobs WHERE run_id = $1 AND state = 'done'")
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(StoreError::query("finished jobs"))?;
+        Ok(keys.into_iter().collect())
+    }
+
+    async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT example_id, text, references_json, meta_json FROM examples
+             WHERE dataset_hash = $1 AND position >= $2 AND position < $3 ORDER BY position",
+        )
+        .bind(&job.dataset_hash)
+        .bind(i64::from(job.start))
+        .bind(i64::from(job.start) + i64::from(job.len))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::query("shard examples"))?;
+        let examples = rows
+            .into_iter()
+            .map(|r| {
+                let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+                    what: "example",
+                    message: e.to_string(),
+                };
+                Ok(Example {
+                    id: r.get(0),
+                    text: r.get(1),
+                    references: serde_json::from_str(r.get::<&str, _>(2)).map_err(corrupt)?,
+                    meta: serde_json::from_str(r.get::<&str, _>(3)).map_err(corrupt)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        if examples.len() != job.len as usize {
+            return Err(StoreError::Corrupt {
+                what: "shard examples",
+                message: format!(
+                    "job {} expects {} examples at {} of dataset {}, the store has {}",
+                    job.key,
+                    job.len,
+                    job.start,
+                    job.dataset_hash,
+                    examples.len()
+                ),
+            });
+        }
+        Ok(examples)
+    }
+
+    async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError> {
+        let updated = sqlx::query(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = $1,
+                 started_at = now(), heartbeat_at = now()
+             WHERE job_key = $2 AND state NOT IN ('done', 'cancelled')",
+        )
+        .bind(worker)
+        .bind(&job.key)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("mark running"))?;
+        Ok(updated.rows_affected() == 1)
+    }
+
+    async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET heartbeat_at = now()
+             WHERE job_key = $1 AND worker = $2 AND state = 'running'",
+        )
+        .bind(&job.key)
+        .bind(worker)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("heartbeat"))?;
+        Ok(())
+    }
+
+    async fn record_results(
+        &self,
+        job: &Job,
+        results: &[ExampleResult],
+    ) -> Result<JobCommit, StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin results"))?;
+        // Serialises the commits of one configuration: without it two workers finishing
+        // its last two jobs at once would each see the other's job unfinished.
+        sqlx::query(
+            "SELECT 1 FROM configs
+             WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4 FOR UPDATE",
+        )
+        .bind(&job.run_id)
+        .bind(&job.model)
+        .bind(&job.dataset)
+        .bind(job.mode.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(StoreError::query("lock configuration"))?;
+        insert_results(&mut tx, job, results).await?;
+        let newly_done = sqlx::query(
+            "UPDATE jobs SET state = 'done', error = NULL, finished_at = now()
+             WHERE job_key = $1 AND state <> 'done'",
+        )
+        .bind(&job.key)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("mark done"))?
+        .rows_affected()
+            == 1;
+        let mut completes_config = false;
+        if newly_done {
+            completes_config = sqlx::query(
+                "UPDATE configs SET state = 'aggregating', ready_at = now()
+                 WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
+                   AND state = 'running'
+                   AND NOT EXISTS (SELECT 1 FROM jobs
+                        WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
+                          AND state <> 'done')",
+            )
+            .bind(&job.run_id)
+            .bind(&job.model)
+            .bind(&job.dataset)
+            .bind(job.mode.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::query("complete configuration"))?
+            .rows_affected()
+                == 1;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::query("commit results"))?;
+        Ok(JobCommit {
+            newly_done,
+            completes_config,
+        })
+    }
+
+    async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET state = 'failed', error = $1, finished_at = now()
+             WHERE job_key = $2 AND state <> 'done'",
+        )
+        .bind(error)
+        .bind(&job.key)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("mark failed"))?;
+        Ok(())
+    }
+
+    async fn run_spec(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar("SELECT spec_json FROM runs WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::query("run spec"))
+    }
+
+    async fn aggregate_config(&self, config: &ConfigRef) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin aggregation"))?;
+        sqlx::query(&format!(
+            "INSERT INTO aggregates (run_id, model, dataset, mode, metric, n, mean)
+             SELECT $1, $2, $3, $4, metric, count(v), avg(v) FROM ({}) AS per_metric
+             GROUP BY metric HAVING count(v) > 0
+             ON CONFLICT (run_id, model, dataset, mode, metric)
+             DO UPDATE SET n = excluded.n, mean = excluded.mean",
+            super::metric_values_sql("verified::int", "$1", "$2", "$3", "$4")
+        ))
+        .bind(&config.run_id)
+        .bind(&config.model)
+        .bind(&config.dataset)
+        .bind(config.mode.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("aggregate configuration"))?;
+        sqlx::query(
+            "UPDATE configs SET state = 'complete', completed_at = now(),
+                 aggregations = aggregations + 1
+             WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4",
+        )
+        .bind(&config.run_id)
+        .bind(&config.model)
+        .bind(&config.dataset)
+        .bind(config.mode.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("mark configuration complete"))?;
+        tx.commit()
+            .await
+            .map_err(StoreError::query("commit aggregation"))
+    }
+
+    async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
+        let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
+        let rows = sqlx::query(
+            "SELECT model, dataset, mode, count(*), avg(n_claims)::float8, avg(jaccard_f1),
+                    avg(semantic_f1), avg(epr), avg(avr), avg(rr), avg(verified::int)::float8
+             FROM example_metrics WHERE job_key = ANY($1)
+             GROUP BY model, dataset, mode",
+        )
+        .bind(keys)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::query("summary"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mode: String = r.get(2);
+            out.push(SummaryRow {
+                model: r.get(0),
+                dataset: r.get(1),
+                mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
+                    what: "example_metrics.mode",
+                    message: e.to_string(),
+                })?,
+                n: r.get::<i64, _>(3) as u32,
+                claims: r.get(4),
+                jaccard_f1: r.get(5),
+                semantic_f1: r.get(6),
+                epr: r.get(7),
+                avr: r.get(8),
+                rr: r.get(9),
+                verify: r.get(10),
+            });
+        }
+        let order = super::sqlite::plan_order(jobs);
+        out.sort_by_key(|row| {
+            order
+                .get(&(row.model.clone(), row.dataset.clone(), row.mode))
+                .copied()
+        });
+        Ok(out)
+    }
+}
+
+/// Inserts a job's predictions and metrics, two statements whatever the shard size.
+async fn insert_results(
+    tx: &mut sqlx::PgConnection,
+    job: &Job,
+    results: &[ExampleResult],
+) -> Result<(), StoreError> {
+    let ids: Vec<&str> = results.iter().map(|r| r.example_id.as_str()).collect();
+    sqlx::query(
+        "INSERT INTO predictions (job_key, example_id, run_id, model, dataset, mode,
+             base_claims_json, claims_json, pipeline_version, llm_calls)
+         SELECT $1, t.example_id, $2, $3, $4, $5, t.base, t.claims, t.pipeline, t.calls
+         FROM UNNEST($6::text[], $7::text[], $8::text[], $9::text[], $10::int8[])
+              AS t(example_id, base, claims, pipeline, calls)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&job.key)
+    .bind(&job.run_id)
+    .bind(&job.model)
+    .bind(&job.dataset)
+    .bind(job.mode.as_str())
+    .bind(&ids)
+    .bind(results.iter().map(|r| to_json(&r.base_claims)).collect::<Vec<_>>())
+    .bind(results.iter().map(|r| to_json(&r.claims)).collect::<Vec<_>>())
+    .bind(results.iter().map(|r| r.pipeline_version.as_str()).collect::<Vec<_>>())
+    .bind(results.iter().map(|r| i64::from(r.llm_calls)).collect::<Vec<_>>())
+    .execute(&mut *tx)
+    .await
+    .map_err(StoreError::query("insert predictions"))?;
+    let m = |f: fn(&ExampleResult) -> Option<f64>| results.iter().map(f).collect::<Vec<_>>();
+    sqlx::query(
+        "INSERT INTO example_metrics (job_key, example_id, run_id, model, dataset, mode,
+             n_claims, jaccard_f1, semantic_f1, epr, avr, rr, verified, n_viol)
+         SELECT $1, t.example_id, $2, $3, $4, $5, t.n_claims, t.jaccard_f1, t.semantic_f1,
+                t.epr, t.avr, t.rr, t.verified, t.n_viol
+         FROM UNNEST($6::text[], $7::int8[], $8::float8[], $9::float8[], $10::float8[],
+                     $11::float8[], $12::float8[], $13::bool[], $14::int8[])
+              AS t(example_id, n_claims, jaccard_f1, semantic_f1, epr, avr, rr, verified, n_viol)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&job.key)
+    .bind(&job.run_id)
+    .bind(&job.model)
+    .bind(&job.dataset)
+    .bind(job.mode.as_str())
+    .bind(&ids)
+    .bind(results.iter().map(|r| i64::from(r.metrics.n_claims)).collect::<Vec<_>>())
+    .bind(results.iter().map(|r| r.metrics.jaccard_f1).collect::<Vec<_>>())
+    .bind(m(|r| r.metrics.semantic_f1))
+    .bind(m(|r| r.metrics.epr))
+    .bind(m(|r| r.metrics.avr))
+    .bind(m(|r| r.metrics.rr))
+    .bind(results.iter().map(|r| r.metrics.verified).collect::<Vec<_>>())
+    .bind(
+        results
+            .iter()
+            .map(|r| r.metrics.n_viol.map(i64::from))
+            .collect::<Vec<_>>(),
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(StoreError::query("insert example metrics"))?;
+    Ok(())
+}
+
+#[async_trait]
+impl EmbeddingCache for PgStore {
+    async fn embeddings(
+        &self,
+        encoder_fingerprint: &str,
+        texts: &[String],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        let hashes: Vec<String> = texts.iter().map(|t| sha256_hex(t)).collect();
+        let rows = sqlx::query(
+            "SELECT text_sha256, vector FROM embedding_cache
+             WHERE encoder_fingerprint = $1 AND text_sha256 = ANY($2)",
+        )
+        .bind(encoder_fingerprint)
+        .bind(&hashes)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::query("embedding cache lookup"))?;
+        let mut found: HashMap<String, Vec<f32>> = HashMap::with_capacity(rows.len());
+        for r in rows {
+            let bytes: Vec<u8> = r.get(1);
+            if !bytes.len().is_multiple_of(4) {
+                return Err(StoreError::Corrupt {
+                    what: "embedding_cache.vector",
+                    message: format!("{} bytes is not a whole number of f32", bytes.len()),
+                });
+            }
+            let v = bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            found.insert(r.get(0), v);
+        }
+        Ok(hashes.iter().map(|h| found.get(h).cloned()).collect())
+    }
+
+    async fn put_embeddings(
+        &self,
+        encoder_fingerprint: &str,
+        entries: &[(String, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin embeddings"))?;
+        for (text, v) in entries {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            sqlx::query(
+                "INSERT INTO embedding_cache (encoder_fingerprint, text_sha256, text, dim, vector)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .bind(encoder_fingerprint)
+            .bind(sha256_hex(text))
+            .bind(text)
+            .bind(v.len() as i32)
+            .bind(bytes)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::query("insert embedding"))?;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::query("commit embeddings"))
+    }
+}
+
+#[async_trait]
+impl GenerationCache for PgStore {
+    async fn generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+    ) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT completion FROM generation_cache
+             WHERE model_fingerprint = $1 AND prompt_sha256 = $2 AND params = $3",
+        )
+        .bind(model_fingerprint)
+        .bind(sha256_hex(prompt))
+        .bind(params)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::query("generation cache lookup"))
+    }
+
+    async fn put_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        completion: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+        )
+        .bind(model_fingerprint)
+        .bind(sha256_hex(prompt))
+        .bind(params)
+        .bind(prompt)
+        .bind(completion)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("insert generation"))?;
+        Ok(())
+    }
+}
