@@ -149,9 +149,11 @@ pub async fn resume(run_id: &str, conn: &Connections) -> anyhow::Result<LaunchRe
     })
 }
 
-/// Publishes jobs onto their models' queues (confirmed by the broker), then marks them
-/// queued. A crash between the two leaves them `planned` with their messages out: a
-/// later resume publishes them again, which the store turns into no-ops.
+/// Marks jobs queued, then publishes them onto their models' queues (confirmed by the
+/// broker). Marking first matters: a cancelled or failed job must be runnable before its
+/// message can reach a worker, or the worker would skip it. A crash between the two
+/// leaves jobs `queued` without messages: `resume` (or the reaper, seeing their queue
+/// empty) publishes them again; duplicates are no-ops in the store.
 pub async fn publish_jobs(conn: &Connections, jobs: &[Job]) -> anyhow::Result<usize> {
     let mut by_queue: Vec<(String, Vec<Vec<u8>>, Vec<String>)> = Vec::new();
     for job in jobs {
@@ -166,11 +168,11 @@ pub async fn publish_jobs(conn: &Connections, jobs: &[Job]) -> anyhow::Result<us
         }
     }
     for (q, bodies, keys) in by_queue {
+        conn.store.mark_queued(&keys).await?;
         conn.queue
             .publish_batch(&q, bodies)
             .await
             .with_context(|| format!("publishing to {}", conn.queue.physical(&q)))?;
-        conn.store.mark_queued(&keys).await?;
     }
     Ok(jobs.len())
 }
