@@ -18,6 +18,21 @@ fn follow(c: &Cluster, sweep: &str) -> Child {
         .expect("starting the coordinator")
 }
 
+/// Waits until the coordinator has recorded the plan of `run` with `jobs` jobs.
+fn wait_planned(c: &Cluster, run: &str, jobs: i64) {
+    let start = Instant::now();
+    loop {
+        let tables = c.sql_i64("SELECT count(*) FROM pg_tables WHERE tablename = 'jobs'");
+        if tables == 1
+            && c.sql_i64(&format!("SELECT count(*) FROM jobs WHERE run_id = '{run}'")) == jobs
+        {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the plan of {run} was not recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn wait_exit(child: Child, within: Duration) -> std::process::Output {
     let start = Instant::now();
     let mut child = child;
@@ -50,33 +65,49 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
     let Some(mut c) = Cluster::new("worker kills", false) else {
         return;
     };
-    // 250 examples in shards of 2: 125 shards x 2 models x 4 modes = 1000 jobs.
-    let sweep = c.write_sweep("kills", 250, 2);
+    // 400 examples in shards of 2: 200 shards x 2 models x 4 modes = 1600 jobs.
+    let sweep = c.write_sweep("kills", 400, 2);
     let expected = c.embedded_rows(&sweep);
     let coordinator = follow(&c, &sweep.display().to_string());
+    wait_planned(&c, "kills", 1600);
     let mut live: Vec<usize> = (0..3).map(|_| c.spawn_worker(&[])).collect();
-    let mut mid_job = 0;
-    for kill in 0..6 {
+    // Kill until five kills have hit a worker mid-job (a job it had marked running and
+    // not committed: afterwards the job is not `done` by that worker).
+    let mut caught = Vec::new();
+    let mut kills = 0;
+    while caught.len() < 5 {
+        assert!(kills < 30, "30 kills and only {} mid-job", caught.len());
+        let kill = kills;
+        kills += 1;
         let victim = live.remove(kill % live.len());
         let id = c.workers[victim].id.clone();
-        let running = format!("SELECT count(*) FROM jobs WHERE state = 'running' AND worker = '{id}'");
+        let running = format!("SELECT job_key FROM jobs WHERE state = 'running' AND worker = '{id}' LIMIT 1");
         let start = Instant::now();
-        while c.sql_i64(&running) == 0 && start.elapsed() < Duration::from_secs(10) {}
+        let mut key = String::new();
+        while key.is_empty() && start.elapsed() < Duration::from_secs(10) {
+            key = c.sql(&running);
+        }
         c.sigkill(victim);
-        // Still `running` under the dead worker: it died between taking the job and
-        // committing it.
-        if c.sql_i64(&running) > 0 {
-            mid_job += 1;
+        let committed_by_victim = format!(
+            "SELECT count(*) FROM jobs WHERE job_key = '{key}' AND state = 'done' AND worker = '{id}'"
+        );
+        if !key.is_empty() && c.sql_i64(&committed_by_victim) == 0 {
+            caught.push(key);
         }
         live.push(c.spawn_worker(&[]));
     }
     let total = c.sql_i64("SELECT count(*) FROM jobs");
-    assert_eq!(total, 1000);
+    assert_eq!(total, 1600);
     assert!(c.done_jobs("kills") < total, "the sweep ended before the kills");
     let out = wait_exit(coordinator, Duration::from_secs(300));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(mid_job >= 1, "no kill caught a worker mid-job");
-    eprintln!("{mid_job} of 6 kills were mid-job");
+    // A job the victim was on when it died ran again on another worker.
+    let mid_job = caught
+        .iter()
+        .filter(|k| c.sql_i64(&format!("SELECT attempts FROM jobs WHERE job_key = '{k}'")) >= 2)
+        .count();
+    eprintln!("{kills} kills, {mid_job} of them mid-job");
+    assert!(mid_job >= 5, "only {mid_job} kills caught a worker mid-job");
     assert_eq!(c.pg_rows(), expected, "rows differ from a fault-free run");
     assert!(c.sql_i64("SELECT sum(attempts) FROM jobs") > total, "some job ran twice");
 }
@@ -90,6 +121,7 @@ fn a_broker_restart_mid_sweep_loses_nothing() {
     let sweep = c.write_sweep("restart", 300, 1);
     let expected = c.embedded_rows(&sweep);
     let coordinator = follow(&c, &sweep.display().to_string());
+    wait_planned(&c, "restart", 2400);
     for _ in 0..3 {
         c.spawn_worker(&[]);
     }
@@ -117,6 +149,7 @@ fn a_database_outage_of_30_seconds_loses_nothing() {
     let sweep = c.write_sweep("outage", 250, 1);
     let expected = c.embedded_rows(&sweep);
     let coordinator = follow(&c, &sweep.display().to_string());
+    wait_planned(&c, "outage", 2000);
     for _ in 0..3 {
         c.spawn_worker(&[]);
     }
