@@ -42,7 +42,10 @@ fn jobs(n_examples: u32, shard: u32) -> Vec<Job> {
 
 async fn queue_bench(url: &str, prefetch: u16, consumers: usize) -> anyhow::Result<()> {
     let mut settings = RabbitSettings::new(url);
-    settings.namespace = format!("credence-bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    settings.namespace = format!(
+        "credence-bench-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     settings.prefetch = prefetch;
     settings.reconnect_for = Some(Duration::from_secs(10));
     let queue = RabbitQueue::connect(settings).await?;
@@ -112,9 +115,14 @@ fn results(examples: &[Example]) -> Vec<ExampleResult> {
 }
 
 async fn store_bench(admin: &str, tasks: usize) -> anyhow::Result<()> {
-    let name = format!("credence_bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let name = format!(
+        "credence_bench_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     let admin_pool = sqlx::PgPool::connect(admin).await?;
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin_pool).await?;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin_pool)
+        .await?;
     let base = admin.rsplit_once('/').map_or(admin, |(b, _)| b);
     let result = async {
         let store = Arc::new(PgStore::connect(&format!("{base}/{name}"), tasks as u32 + 1).await?);

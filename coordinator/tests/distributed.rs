@@ -24,19 +24,29 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     assert_eq!(expected.len(), 42 * 2 * 4);
     let report = c.ok(&["sweep", "launch", &demo(), "--json"]);
     let report: serde_json::Value = serde_json::from_str(&report).expect("launch --json");
-    assert_eq!((report["planned"].as_u64(), report["published"].as_u64()), (Some(48), Some(48)));
+    assert_eq!(
+        (report["planned"].as_u64(), report["published"].as_u64()),
+        (Some(48), Some(48))
+    );
     for _ in 0..3 {
         c.spawn_worker(&[]);
     }
     c.wait_settled("demo", Duration::from_secs(120));
-    assert_eq!(c.pg_rows(), expected, "distributed rows differ from the embedded engine's");
+    assert_eq!(
+        c.pg_rows(),
+        expected,
+        "distributed rows differ from the embedded engine's"
+    );
 
     // Exactly one aggregation job per model x dataset x mode, decided in the store.
     assert_eq!(
         c.sql("SELECT string_agg(DISTINCT state || ':' || aggregations, ',') FROM configs"),
         "complete:1"
     );
-    assert_eq!(c.sql_i64("SELECT count(*) FROM aggregates WHERE metric = 'jaccard_f1'"), 8);
+    assert_eq!(
+        c.sql_i64("SELECT count(*) FROM aggregates WHERE metric = 'jaccard_f1'"),
+        8
+    );
     assert_eq!(
         c.sql("SELECT round(mean::numeric, 6) FROM aggregates WHERE model = 'conjunction-oracle' AND mode = 'base' AND metric = 'jaccard_f1'"),
         c.sql("SELECT round(avg(jaccard_f1)::numeric, 6) FROM example_metrics WHERE model = 'conjunction-oracle' AND mode = 'base'")
@@ -46,8 +56,21 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     assert!(c.sql_i64("SELECT count(DISTINCT worker) FROM jobs") >= 2);
 
     let status = c.ok(&["sweep", "status", "demo"]);
-    assert_eq!(status.lines().filter(|l| l.contains(" / sample / ")).count(), 8, "{status}");
-    assert!(status.lines().any(|l| l.starts_with("conjunction-oracle / sample / base ") && l.contains("6/6 jobs 42/42 ex")), "{status}");
+    assert_eq!(
+        status
+            .lines()
+            .filter(|l| l.contains(" / sample / "))
+            .count(),
+        8,
+        "{status}"
+    );
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("conjunction-oracle / sample / base ")
+                && l.contains("6/6 jobs 42/42 ex")),
+        "{status}"
+    );
     assert_eq!(status.lines().last(), Some("complete"), "{status}");
     let json: serde_json::Value =
         serde_json::from_str(&c.ok(&["sweep", "status", "demo", "--json"])).expect("status --json");
@@ -57,10 +80,17 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     // Launching again publishes nothing: resume by difference.
     let again: serde_json::Value =
         serde_json::from_str(&c.ok(&["sweep", "launch", &demo(), "--json"])).expect("json");
-    assert_eq!((again["already_done"].as_u64(), again["published"].as_u64()), (Some(48), Some(0)));
+    assert_eq!(
+        (again["already_done"].as_u64(), again["published"].as_u64()),
+        (Some(48), Some(0))
+    );
 
     for i in 0..3 {
-        assert!(c.sigterm(i, Duration::from_secs(30)).success(), "{}", c.worker_log(i));
+        assert!(
+            c.sigterm(i, Duration::from_secs(30)).success(),
+            "{}",
+            c.worker_log(i)
+        );
     }
 }
 
@@ -72,21 +102,31 @@ fn a_coordinator_crash_between_plan_and_publish_is_resumed_without_duplicates() 
     let expected = c.embedded_rows(std::path::Path::new(&demo()));
     // --plan-only stops exactly where a crash after the plan's commit would.
     c.ok(&["sweep", "launch", &demo(), "--plan-only"]);
-    assert_eq!(c.sql("SELECT string_agg(DISTINCT state, ',') FROM jobs"), "planned");
+    assert_eq!(
+        c.sql("SELECT string_agg(DISTINCT state, ',') FROM jobs"),
+        "planned"
+    );
     c.spawn_worker(&[]);
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(c.done_jobs("demo"), 0, "nothing was published");
 
     // Cancel and resume on the way: a cancelled run does nothing until resumed.
     c.ok(&["sweep", "cancel", "demo"]);
-    assert_eq!(c.sql_i64("SELECT count(*) FROM jobs WHERE state = 'cancelled'"), 48);
+    assert_eq!(
+        c.sql_i64("SELECT count(*) FROM jobs WHERE state = 'cancelled'"),
+        48
+    );
     let resumed = c.run(&["sweep", "resume", "demo"]);
     assert!(resumed.status.success());
     assert!(String::from_utf8_lossy(&resumed.stderr).contains("48 re-published"));
     c.spawn_worker(&[]);
     c.wait_settled("demo", Duration::from_secs(120));
     assert_eq!(c.pg_rows(), expected);
-    assert_eq!(c.sql_i64("SELECT sum(attempts) FROM jobs"), 48, "no job ran twice");
+    assert_eq!(
+        c.sql_i64("SELECT sum(attempts) FROM jobs"),
+        48,
+        "no job ran twice"
+    );
     let again = c.run(&["sweep", "resume", "demo"]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("0 re-published"));
     let missing = c.run(&["sweep", "status", "nosuchrun"]);
@@ -110,19 +150,34 @@ fn a_poison_job_is_dead_lettered_shown_and_replayed_once_fixed() {
     c.spawn_worker(&[]);
     c.spawn_worker(&[]);
     c.wait_settled("poison", Duration::from_secs(120));
-    assert_eq!(c.sql_i64("SELECT count(*) FROM failures WHERE run_id = 'poison'"), 8);
-    assert_eq!(c.sql("SELECT string_agg(DISTINCT attempts::text, ',') FROM failures"), "3");
+    assert_eq!(
+        c.sql_i64("SELECT count(*) FROM failures WHERE run_id = 'poison'"),
+        8
+    );
+    assert_eq!(
+        c.sql("SELECT string_agg(DISTINCT attempts::text, ',') FROM failures"),
+        "3"
+    );
     assert_eq!(c.done_jobs("poison"), 40, "the rest of the sweep completes");
     let error = c.sql("SELECT error FROM failures LIMIT 1");
     assert!(error.contains("expects 8 examples at 0"), "{error}");
 
     let status = c.ok(&["sweep", "status", "poison"]);
-    assert_eq!(status.lines().filter(|l| l.starts_with("failed: ")).count(), 8, "{status}");
+    assert_eq!(
+        status.lines().filter(|l| l.starts_with("failed: ")).count(),
+        8,
+        "{status}"
+    );
     assert!(status.contains("after 3 deliveries"), "{status}");
     assert!(status.contains("failed 1"), "{status}");
     let listed = c.ok(&["dlq", "list", "--run", "poison"]);
     assert_eq!(listed.lines().count(), 8, "{listed}");
-    assert!(listed.lines().all(|l| l.contains("shard 0") && l.contains("3 deliveries") && l.contains("expects 8 examples")), "{listed}");
+    assert!(
+        listed.lines().all(|l| l.contains("shard 0")
+            && l.contains("3 deliveries")
+            && l.contains("expects 8 examples")),
+        "{listed}"
+    );
 
     // Fix the cause (re-recording the plan restores the example), then replay.
     c.ok(&["sweep", "launch", &sweep, "--plan-only"]);
@@ -132,7 +187,10 @@ fn a_poison_job_is_dead_lettered_shown_and_replayed_once_fixed() {
     assert_eq!(c.done_jobs("poison"), 48);
     assert_eq!(c.pg_rows(), expected);
     assert_eq!(c.ok(&["dlq", "list", "--run", "poison"]), "");
-    assert_eq!(c.ok(&["sweep", "status", "poison"]).lines().last(), Some("complete"));
+    assert_eq!(
+        c.ok(&["sweep", "status", "poison"]).lines().last(),
+        Some("complete")
+    );
 }
 
 #[test]
@@ -149,21 +207,35 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
         let log = c.dir.path().join("debug.log");
         let child = cmd
             .env("RUST_LOG", "debug")
-            .args(["worker", "--models", "sentence-split,conjunction-oracle", "--worker-id", "wd"])
+            .args([
+                "worker",
+                "--models",
+                "sentence-split,conjunction-oracle",
+                "--worker-id",
+                "wd",
+            ])
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        c.workers.push(support::Worker { id: "wd".into(), child, log });
+        c.workers.push(support::Worker {
+            id: "wd".into(),
+            child,
+            log,
+        });
         c.workers.len() - 1
     };
     support::block_on(async {
         use credence_shared::queue::Queue;
         let mut s = credence_shared::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
         s.namespace = c.namespace.clone();
-        let q = credence_shared::queue::rabbitmq::RabbitQueue::connect(s).await.unwrap();
+        let q = credence_shared::queue::rabbitmq::RabbitQueue::connect(s)
+            .await
+            .unwrap();
         let name = credence_shared::queue::job_queue("sentence-split");
         q.publish(&name, b"{not json".to_vec()).await.unwrap();
-        q.publish(&name, br#"{"kind":"job","v":9,"job":{}}"#.to_vec()).await.unwrap();
+        q.publish(&name, br#"{"kind":"job","v":9,"job":{}}"#.to_vec())
+            .await
+            .unwrap();
     });
     let start = Instant::now();
     let listed = loop {
@@ -175,28 +247,64 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
     };
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 2, "{listed}");
-    assert!(lines[0].contains("unreadable") && lines[0].contains("malformed message: key must be a string"), "{listed}");
-    assert!(lines[1].contains("unknown message version 9; this worker reads version 1"), "{listed}");
+    assert!(
+        lines[0].contains("unreadable")
+            && lines[0].contains("malformed message: key must be a string"),
+        "{listed}"
+    );
+    assert!(
+        lines[1].contains("unknown message version 9; this worker reads version 1"),
+        "{listed}"
+    );
     // The worker lives on and runs a sweep.
     c.ok(&["sweep", "launch", &demo()]);
     c.wait_settled("demo", Duration::from_secs(120));
     assert_eq!(c.done_jobs("demo"), 48);
-    assert!(c.workers[w].child.try_wait().unwrap().is_none(), "the worker crashed");
+    assert!(
+        c.workers[w].child.try_wait().unwrap().is_none(),
+        "the worker crashed"
+    );
     assert!(c.sigterm(w, Duration::from_secs(30)).success());
     let log = c.worker_log(w);
-    assert!(log.contains("dead-lettering an unreadable message"), "{log}");
-    assert!(!log.contains("s3cr3t-pg"), "the password leaked into the log");
+    assert!(
+        log.contains("dead-lettering an unreadable message"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("s3cr3t-pg"),
+        "the password leaked into the log"
+    );
 
     for (var, url, host) in [
-        ("CREDENCE_DATABASE_URL", "postgres://alice:hunter2@127.0.0.1:1/credence", "cannot open the store at 127.0.0.1:1/credence: "),
-        ("CREDENCE_BROKER_URL", "amqp://alice:hunter2@127.0.0.1:1/%2f", "cannot reach the broker at 127.0.0.1:1//: "),
-        ("CREDENCE_DATABASE_URL", "postgres://alice:hunter2@[oops", "invalid database URL"),
+        (
+            "CREDENCE_DATABASE_URL",
+            "postgres://alice:hunter2@127.0.0.1:1/credence",
+            "cannot open the store at 127.0.0.1:1/credence: ",
+        ),
+        (
+            "CREDENCE_BROKER_URL",
+            "amqp://alice:hunter2@127.0.0.1:1/%2f",
+            "cannot reach the broker at 127.0.0.1:1//: ",
+        ),
+        (
+            "CREDENCE_DATABASE_URL",
+            "postgres://alice:hunter2@[oops",
+            "invalid database URL",
+        ),
     ] {
-        let out = c.credence().env(var, url).args(["sweep", "status", "demo"]).output().unwrap();
+        let out = c
+            .credence()
+            .env(var, url)
+            .args(["sweep", "status", "demo"])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
         assert!(err.starts_with("error: ") && err.contains(host), "{err}");
-        assert!(!err.contains("hunter2") && !err.contains("panicked"), "{err}");
+        assert!(
+            !err.contains("hunter2") && !err.contains("panicked"),
+            "{err}"
+        );
     }
 }

@@ -44,12 +44,18 @@ impl WorkerMetrics {
     pub fn new() -> Result<Self, TelemetryError> {
         let registry = Registry::new();
         let deliveries = IntCounterVec::new(
-            Opts::new("credence_worker_deliveries_total", "Deliveries handled by outcome"),
+            Opts::new(
+                "credence_worker_deliveries_total",
+                "Deliveries handled by outcome",
+            ),
             &["model", "outcome"],
         )?;
         let job_seconds = HistogramVec::new(
-            HistogramOpts::new("credence_worker_job_seconds", "Seconds from taking a job to its commit")
-                .buckets(JOB_SECONDS_BUCKETS.to_vec()),
+            HistogramOpts::new(
+                "credence_worker_job_seconds",
+                "Seconds from taking a job to its commit",
+            )
+            .buckets(JOB_SECONDS_BUCKETS.to_vec()),
             &["model", "mode"],
         )?;
         registry.register(Box::new(deliveries.clone()))?;
@@ -80,7 +86,10 @@ impl ReaperMetrics {
     pub fn new() -> Result<Self, TelemetryError> {
         let registry = Registry::new();
         let repairs = IntCounterVec::new(
-            Opts::new("credence_reaper_repairs_total", "Jobs and aggregations the reaper repaired"),
+            Opts::new(
+                "credence_reaper_repairs_total",
+                "Jobs and aggregations the reaper repaired",
+            ),
             &["kind"],
         )?;
         registry.register(Box::new(repairs.clone()))?;
@@ -131,8 +140,21 @@ mod tests {
             .with_label_values(&["oracle", "base"])
             .observe(0.02);
         let text = render(m.registry());
-        assert!(text.contains(r#"credence_worker_deliveries_total{model="oracle",outcome="done"} 1"#), "{text}");
-        assert!(text.contains(r#"credence_worker_job_seconds_bucket{mode="base",model="oracle",le="0.025"} 1"#), "{text}");
-        assert!(text.contains(r#"credence_worker_job_seconds_bucket{mode="base",model="oracle",le="0.01"} 0"#), "{text}");
+        assert!(
+            text.contains(r#"credence_worker_deliveries_total{model="oracle",outcome="done"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"credence_worker_job_seconds_bucket{mode="base",model="oracle",le="0.025"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"credence_worker_job_seconds_bucket{mode="base",model="oracle",le="0.01"} 0"#
+            ),
+            "{text}"
+        );
     }
 }

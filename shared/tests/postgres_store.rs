@@ -5,12 +5,12 @@
 
 mod support;
 
+use credence_shared::cache::{EmbeddingCache, GenerationCache};
 use credence_shared::dataset::LoadedDataset;
 use credence_shared::domain::{Example, ExampleMetrics, ExampleResult, Mode};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
 use credence_shared::store::postgres::PgStore;
 use credence_shared::store::{ConfigRef, PlannedDatasetRecord, RunRecord, Store, StoreError};
-use credence_shared::cache::{EmbeddingCache, GenerationCache};
 use std::sync::Arc;
 use support::{servers_available, TestDb};
 
@@ -66,7 +66,10 @@ fn results(examples: &[Example], f1: f64) -> Vec<ExampleResult> {
 }
 
 async fn count(store: &PgStore, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(store.pool()).await.unwrap()
+    sqlx::query_scalar(sql)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
 }
 
 async fn planned_store(db: &TestDb, n: usize, shard: u32) -> (PgStore, LoadedDataset, Vec<Job>) {
@@ -98,7 +101,10 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
 
     for job in &jobs {
         let ex = store.shard_examples(job).await.unwrap();
-        assert_eq!(ex, ds.examples[job.start as usize..(job.start + job.len) as usize]);
+        assert_eq!(
+            ex,
+            ds.examples[job.start as usize..(job.start + job.len) as usize]
+        );
         assert!(store.mark_running(job, "w1").await.unwrap());
         store.heartbeat(job, "w1").await.unwrap();
         let commit = store.record_results(job, &results(&ex, 0.5)).await.unwrap();
@@ -111,11 +117,19 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
     assert_eq!(count(&store, "SELECT count(*) FROM predictions").await, 10);
     assert_eq!(count(&store, "SELECT count(*) FROM results").await, 10);
     assert_eq!(
-        count(&store, "SELECT count(*) FROM example_metrics WHERE jaccard_f1 = 0.5").await,
+        count(
+            &store,
+            "SELECT count(*) FROM example_metrics WHERE jaccard_f1 = 0.5"
+        )
+        .await,
         10
     );
     assert_eq!(
-        count(&store, "SELECT count(*) FROM configs WHERE state = 'aggregating'").await,
+        count(
+            &store,
+            "SELECT count(*) FROM configs WHERE state = 'aggregating'"
+        )
+        .await,
         2
     );
     let config = ConfigRef::of(&jobs[0]);
@@ -143,10 +157,20 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
     assert_eq!(state, "complete");
     let summary = store.summary(&jobs).await.unwrap();
     assert_eq!(summary.len(), 2);
-    assert_eq!((summary[0].mode, summary[0].n, summary[0].verify), (Mode::Base, 5, Some(1.0)));
+    assert_eq!(
+        (summary[0].mode, summary[0].n, summary[0].verify),
+        (Mode::Base, 5, Some(1.0))
+    );
     let progress = store.progress("run").await.unwrap();
     assert_eq!(progress.len(), 2);
-    assert_eq!((progress[0].done, progress[0].jobs, progress[0].examples_done), (3, 3, 5));
+    assert_eq!(
+        (
+            progress[0].done,
+            progress[0].jobs,
+            progress[0].examples_done
+        ),
+        (3, 3, 5)
+    );
     assert!(store.unfinished_jobs("run").await.unwrap().is_empty());
 }
 
@@ -174,7 +198,10 @@ async fn concurrent_last_commits_complete_the_configuration_exactly_once() {
     }
     assert_eq!(newly_done, jobs.len());
     assert_eq!(completing, 2, "one completing commit per configuration");
-    assert_eq!(count(&store, "SELECT count(*) FROM example_metrics").await, 80);
+    assert_eq!(
+        count(&store, "SELECT count(*) FROM example_metrics").await,
+        80
+    );
 }
 
 #[tokio::test]
@@ -192,24 +219,60 @@ async fn coordinator_queries_and_caches() {
     assert_eq!((failures.len(), failures[0].error.as_str()), (1, "boom"));
     // A heartbeat older than zero seconds is stale.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let stale = store.stale_jobs(std::time::Duration::from_millis(10)).await.unwrap();
+    let stale = store
+        .stale_jobs(std::time::Duration::from_millis(10))
+        .await
+        .unwrap();
     assert_eq!(stale.len(), 1);
     assert!(store.requeue_stale(&stale[0].job, "w1").await.unwrap());
     assert!(!store.requeue_stale(&stale[0].job, "w1").await.unwrap());
-    assert_eq!(store.queued_jobs(std::time::Duration::ZERO).await.unwrap().len(), 5);
+    assert_eq!(
+        store
+            .queued_jobs(std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
     assert_eq!(store.cancel_run("run").await.unwrap(), 6);
     assert!(!store.mark_running(&jobs[2], "w1").await.unwrap());
-    assert!(store.queued_jobs(std::time::Duration::ZERO).await.unwrap().is_empty());
+    assert!(store
+        .queued_jobs(std::time::Duration::ZERO)
+        .await
+        .unwrap()
+        .is_empty());
     store.reopen_run("run").await.unwrap();
     assert_eq!(store.unfinished_jobs("run").await.unwrap(), jobs);
 
-    store.put_embeddings("enc", &[("b".into(), vec![0.5, -1.25])]).await.unwrap();
-    store.put_embeddings("enc", &[("b".into(), vec![9.0])]).await.unwrap();
+    store
+        .put_embeddings("enc", &[("b".into(), vec![0.5, -1.25])])
+        .await
+        .unwrap();
+    store
+        .put_embeddings("enc", &[("b".into(), vec![9.0])])
+        .await
+        .unwrap();
     let texts = vec!["a".to_string(), "b".to_string()];
-    assert_eq!(store.embeddings("enc", &texts).await.unwrap(), vec![None, Some(vec![0.5, -1.25])]);
-    store.put_generation("m", "p", "greedy", "A.").await.unwrap();
-    store.put_generation("m", "p", "greedy", "B.").await.unwrap();
-    assert_eq!(store.generation("m", "p", "greedy").await.unwrap().as_deref(), Some("A."));
+    assert_eq!(
+        store.embeddings("enc", &texts).await.unwrap(),
+        vec![None, Some(vec![0.5, -1.25])]
+    );
+    store
+        .put_generation("m", "p", "greedy", "A.")
+        .await
+        .unwrap();
+    store
+        .put_generation("m", "p", "greedy", "B.")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .generation("m", "p", "greedy")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("A.")
+    );
 }
 
 #[tokio::test]
@@ -222,10 +285,16 @@ async fn wrong_urls_name_the_host_not_the_password() {
         .err()
         .expect("nothing listens on port 1");
     let text = err.to_string();
-    assert!(text.starts_with("cannot open the store at 127.0.0.1:1/credence: "), "{text}");
+    assert!(
+        text.starts_with("cannot open the store at 127.0.0.1:1/credence: "),
+        "{text}"
+    );
     assert!(!text.contains("hunter2") && !text.contains('\n'), "{text}");
     assert!(err.is_transient());
-    let err = PgStore::connect("postgres://alice:hunter2@[bad", 1).await.err().unwrap();
+    let err = PgStore::connect("postgres://alice:hunter2@[bad", 1)
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(err, StoreError::BadUrl));
     assert!(!err.to_string().contains("hunter2"));
 }

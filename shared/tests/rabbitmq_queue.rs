@@ -75,7 +75,10 @@ async fn publish_consume_requeue_dead_letter_and_replay() {
         d.nack(true).await.unwrap();
         returns += 1;
     }
-    assert!((2..=3).contains(&returns), "{returns} returns before the broker gave up");
+    assert!(
+        (2..=3).contains(&returns),
+        "{returns} returns before the broker gave up"
+    );
     let mut dead = Vec::new();
     for _ in 0..50 {
         dead = q.dead_letters().await.unwrap();
@@ -90,7 +93,11 @@ async fn publish_consume_requeue_dead_letter_and_replay() {
     assert_eq!(dead[0].deliveries, 2);
     assert_eq!(dead[0].queue, format!("{ns}.jobs.m"));
     assert_eq!(dead[1].body, b"crash-loop");
-    assert!(dead[1].reason.starts_with("delivery limit reached"), "{}", dead[1].reason);
+    assert!(
+        dead[1].reason.starts_with("delivery limit reached"),
+        "{}",
+        dead[1].reason
+    );
     assert_eq!(dead[1].queue, format!("{ns}.jobs.m"));
 
     let (all, replayed) = q.replay_dead_letters(|d| d.body == b"again").await.unwrap();
@@ -142,7 +149,10 @@ async fn wrong_urls_name_the_host_not_the_password() {
         .err()
         .expect("nothing listens on port 1");
     let text = err.to_string();
-    assert!(text.starts_with("cannot reach the broker at 127.0.0.1:1//: "), "{text}");
+    assert!(
+        text.starts_with("cannot reach the broker at 127.0.0.1:1//: "),
+        "{text}"
+    );
     assert!(!text.contains("hunter2") && !text.contains('\n'), "{text}");
     let err = RabbitQueue::connect(RabbitSettings::new("http://alice:hunter2@x"))
         .await

@@ -151,9 +151,8 @@ impl JobHandler {
             .iter()
             .find(|m| m.name == job.model)
             .ok_or_else(|| load_error(format!("run {:?} has no such model", job.run_id)))?;
-        let decomposer: Arc<dyn Decomposer> = Arc::from(
-            crate::decompose::load(spec).map_err(|e| load_error(e.to_string()))?,
-        );
+        let decomposer: Arc<dyn Decomposer> =
+            Arc::from(crate::decompose::load(spec).map_err(|e| load_error(e.to_string()))?);
         tracing::info!(model = %job.model, fingerprint = %decomposer.fingerprint(), "model loaded");
         self.loaded().insert(job.model.clone(), decomposer.clone());
         Ok(decomposer)

@@ -13,10 +13,10 @@ use credence_shared::job::{Job, Message, MESSAGE_VERSION};
 use credence_shared::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
 use credence_shared::store::{ConfigRef, JobCommit, Store};
 use serde::Deserialize;
-use tracing::Instrument;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
 
 /// What the loop reports about each delivery.
 #[derive(Debug, Clone)]
@@ -177,7 +177,10 @@ async fn handle_delivery(
         Ok(Work::Job(job)) => job,
         Ok(Work::Aggregate(config)) => {
             let done = retry_transient(shutdown, "aggregation", || async {
-                store.aggregate_config(&config).await.map_err(JobError::from)
+                store
+                    .aggregate_config(&config)
+                    .await
+                    .map_err(JobError::from)
             })
             .await?;
             return Some(match done {

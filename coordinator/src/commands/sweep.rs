@@ -131,10 +131,17 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             SweepCommand::Cancel(a) => {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
                 if !conn.store.run_exists(&a.run).await? {
-                    anyhow::bail!("no run {:?} in the store at {}", a.run, conn.store.location());
+                    anyhow::bail!(
+                        "no run {:?} in the store at {}",
+                        a.run,
+                        conn.store.location()
+                    );
                 }
                 let n = conn.store.cancel_run(&a.run).await?;
-                eprintln!("run {}: {n} jobs cancelled; `credence sweep resume {}` continues it", a.run, a.run);
+                eprintln!(
+                    "run {}: {n} jobs cancelled; `credence sweep resume {}` continues it",
+                    a.run, a.run
+                );
                 Ok(ExitCode::SUCCESS)
             }
         }

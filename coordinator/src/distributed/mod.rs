@@ -22,7 +22,11 @@ use std::time::Duration;
 #[derive(Args, Debug, Clone)]
 pub struct ConnectArgs {
     /// PostgreSQL URL, e.g. postgres://credence:PASSWORD@db:5432/credence.
-    #[arg(long = "database", env = "CREDENCE_DATABASE_URL", hide_env_values = true)]
+    #[arg(
+        long = "database",
+        env = "CREDENCE_DATABASE_URL",
+        hide_env_values = true
+    )]
     pub database: String,
     /// RabbitMQ URL, e.g. amqp://credence:PASSWORD@mq:5672/%2f.
     #[arg(long = "broker", env = "CREDENCE_BROKER_URL", hide_env_values = true)]
@@ -135,7 +139,10 @@ pub async fn launch(
 /// published, lost, failed, or cancelled), after making a cancelled run active again.
 pub async fn resume(run_id: &str, conn: &Connections) -> anyhow::Result<LaunchReport> {
     if !conn.store.run_exists(run_id).await? {
-        anyhow::bail!("no run {run_id:?} in the store at {}", conn.store.location());
+        anyhow::bail!(
+            "no run {run_id:?} in the store at {}",
+            conn.store.location()
+        );
     }
     conn.store.reopen_run(run_id).await?;
     let pending = conn.store.unfinished_jobs(run_id).await?;

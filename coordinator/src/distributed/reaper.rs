@@ -120,7 +120,9 @@ pub async fn serve(
                 }
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %format!("{e:#}"), "reaper tick failed; retrying next tick"),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "reaper tick failed; retrying next tick")
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}

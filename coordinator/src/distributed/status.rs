@@ -66,11 +66,7 @@ pub fn render(status: &RunStatus) -> String {
     let _ = writeln!(out, "run {}", status.run_id);
     for c in &status.configs {
         let name = format!("{} / {} / {}", c.model, c.dataset, c.mode);
-        let filled = if c.jobs == 0 {
-            0
-        } else {
-            (30 * c.done / c.jobs) as usize
-        };
+        let filled = (30 * c.done).checked_div(c.jobs).unwrap_or(0) as usize;
         let bar = format!("{}{}", "=".repeat(filled), " ".repeat(30 - filled));
         let rate = c
             .rate

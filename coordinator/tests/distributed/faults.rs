@@ -11,7 +11,14 @@ use std::time::{Duration, Instant};
 fn follow(c: &Cluster, sweep: &str) -> Child {
     c.credence()
         .args(["sweep", "launch", sweep, "--follow"])
-        .args(["--reap-every", "1", "--stale-after", "5", "--lost-after", "15"])
+        .args([
+            "--reap-every",
+            "1",
+            "--stale-after",
+            "5",
+            "--lost-after",
+            "15",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -28,7 +35,10 @@ fn wait_planned(c: &Cluster, run: &str, jobs: i64) {
         {
             return;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "the plan of {run} was not recorded");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the plan of {run} was not recorded"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -81,7 +91,8 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
         kills += 1;
         let victim = live.remove(kill % live.len());
         let id = c.workers[victim].id.clone();
-        let running = format!("SELECT job_key FROM jobs WHERE state = 'running' AND worker = '{id}' LIMIT 1");
+        let running =
+            format!("SELECT job_key FROM jobs WHERE state = 'running' AND worker = '{id}' LIMIT 1");
         let start = Instant::now();
         let mut key = String::new();
         while key.is_empty() && start.elapsed() < Duration::from_secs(10) {
@@ -98,9 +109,16 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
     }
     let total = c.sql_i64("SELECT count(*) FROM jobs");
     assert_eq!(total, 1600);
-    assert!(c.done_jobs("kills") < total, "the sweep ended before the kills");
+    assert!(
+        c.done_jobs("kills") < total,
+        "the sweep ended before the kills"
+    );
     let out = wait_exit(coordinator, Duration::from_secs(300));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A job the victim was on when it died ran again on another worker.
     let mid_job = caught
         .iter()
@@ -109,7 +127,10 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
     eprintln!("{kills} kills, {mid_job} of them mid-job");
     assert!(mid_job >= 5, "only {mid_job} kills caught a worker mid-job");
     assert_eq!(c.pg_rows(), expected, "rows differ from a fault-free run");
-    assert!(c.sql_i64("SELECT sum(attempts) FROM jobs") > total, "some job ran twice");
+    assert!(
+        c.sql_i64("SELECT sum(attempts) FROM jobs") > total,
+        "some job ran twice"
+    );
 }
 
 #[test]
@@ -128,15 +149,30 @@ fn a_broker_restart_mid_sweep_loses_nothing() {
     wait_done(&c, "restart", 100);
     {
         let _stopped = BrokerStopped::stop();
-        assert!(c.done_jobs("restart") < 2400, "the sweep ended before the restart");
+        assert!(
+            c.done_jobs("restart") < 2400,
+            "the sweep ended before the restart"
+        );
         std::thread::sleep(Duration::from_secs(3));
     }
     let out = wait_exit(coordinator, Duration::from_secs(300));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(c.pg_rows(), expected);
     for i in 0..3 {
-        assert!(c.workers[i].child.try_wait().unwrap().is_none(), "worker {i} exited: {}", c.worker_log(i));
-        assert!(c.worker_log(i).contains("connected to the broker"), "{}", c.worker_log(i));
+        assert!(
+            c.workers[i].child.try_wait().unwrap().is_none(),
+            "worker {i} exited: {}",
+            c.worker_log(i)
+        );
+        assert!(
+            c.worker_log(i).contains("connected to the broker"),
+            "{}",
+            c.worker_log(i)
+        );
     }
 }
 
@@ -154,15 +190,28 @@ fn a_database_outage_of_30_seconds_loses_nothing() {
         c.spawn_worker(&[]);
     }
     wait_done(&c, "outage", 100);
-    assert!(c.done_jobs("outage") < 2000, "the sweep ended before the outage");
+    assert!(
+        c.done_jobs("outage") < 2000,
+        "the sweep ended before the outage"
+    );
     {
         let _stopped = DatabaseStopped::stop();
         std::thread::sleep(Duration::from_secs(30));
     }
     let out = wait_exit(coordinator, Duration::from_secs(300));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(c.pg_rows(), expected);
-    assert_eq!(c.sql_i64("SELECT count(*) FROM jobs WHERE state <> 'done'"), 0);
-    let retried = (0..3).any(|i| c.worker_log(i).contains("the store is unreachable; retrying"));
+    assert_eq!(
+        c.sql_i64("SELECT count(*) FROM jobs WHERE state <> 'done'"),
+        0
+    );
+    let retried = (0..3).any(|i| {
+        c.worker_log(i)
+            .contains("the store is unreachable; retrying")
+    });
     assert!(retried, "no worker noticed the outage");
 }

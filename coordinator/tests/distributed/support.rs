@@ -129,7 +129,10 @@ impl Cluster {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        self.credence().args(args).output().expect("running credence")
+        self.credence()
+            .args(args)
+            .output()
+            .expect("running credence")
     }
 
     /// Runs and asserts success; returns stdout.
@@ -148,7 +151,9 @@ impl Cluster {
     }
 
     pub fn sql_i64(&self, sql: &str) -> i64 {
-        self.sql(sql).parse().unwrap_or_else(|e| panic!("{sql}: {e}"))
+        self.sql(sql)
+            .parse()
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
     /// Starts a worker process for both baseline models.
@@ -160,7 +165,15 @@ impl Cluster {
         let child = self
             .credence()
             .env("RUST_LOG", "info")
-            .args(["worker", "--models", &models, "--heartbeat", "0.5", "--grace", "20"])
+            .args([
+                "worker",
+                "--models",
+                &models,
+                "--heartbeat",
+                "0.5",
+                "--grace",
+                "20",
+            ])
             .args(["--worker-id", &id])
             .args(extra)
             .stdout(Stdio::null())
@@ -244,22 +257,78 @@ impl Cluster {
             .args(["--quiet", "--workers", "2"])
             .output()
             .expect("running credence run");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         block_on(async {
             let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
                 .await
                 .expect("opening the embedded results");
-            let rows = sqlx::query(RESULT_ROWS).fetch_all(&pool).await.expect("rows");
-            rows.iter().map(|r| row_text(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7), r.get(8), r.get(9), r.get(10), r.get(11), r.get(12), r.get(13), r.get(14), r.get(15), r.get(16))).collect()
+            let rows = sqlx::query(RESULT_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("rows");
+            rows.iter()
+                .map(|r| {
+                    row_text(
+                        r.get(0),
+                        r.get(1),
+                        r.get(2),
+                        r.get(3),
+                        r.get(4),
+                        r.get(5),
+                        r.get(6),
+                        r.get(7),
+                        r.get(8),
+                        r.get(9),
+                        r.get(10),
+                        r.get(11),
+                        r.get(12),
+                        r.get(13),
+                        r.get(14),
+                        r.get(15),
+                        r.get(16),
+                    )
+                })
+                .collect()
         })
     }
 
     /// The distributed run's result rows, in the same order and text.
     pub fn pg_rows(&self) -> Vec<String> {
         block_on(async {
-            let pool = sqlx::PgPool::connect(&self.db_url).await.expect("connecting");
-            let rows = sqlx::query(RESULT_ROWS).fetch_all(&pool).await.expect("rows");
-            rows.iter().map(|r| row_text(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7), r.get(8), r.get(9), r.get(10), r.get(11), r.get(12), r.get(13), r.get(14), r.get(15), r.get(16))).collect()
+            let pool = sqlx::PgPool::connect(&self.db_url)
+                .await
+                .expect("connecting");
+            let rows = sqlx::query(RESULT_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("rows");
+            rows.iter()
+                .map(|r| {
+                    row_text(
+                        r.get(0),
+                        r.get(1),
+                        r.get(2),
+                        r.get(3),
+                        r.get(4),
+                        r.get(5),
+                        r.get(6),
+                        r.get(7),
+                        r.get(8),
+                        r.get(9),
+                        r.get(10),
+                        r.get(11),
+                        r.get(12),
+                        r.get(13),
+                        r.get(14),
+                        r.get(15),
+                        r.get(16),
+                    )
+                })
+                .collect()
         })
     }
 
@@ -354,7 +423,10 @@ impl Drop for Cluster {
         });
         let _ = Command::new("psql")
             .arg(pg_admin_url())
-            .args(["-Atqc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .args([
+                "-Atqc",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
             .output();
     }
 }
@@ -364,8 +436,15 @@ pub struct BrokerStopped;
 
 impl BrokerStopped {
     pub fn stop() -> BrokerStopped {
-        let out = Command::new("rabbitmqctl").arg("stop_app").output().expect("rabbitmqctl");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("rabbitmqctl")
+            .arg("stop_app")
+            .output()
+            .expect("rabbitmqctl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         BrokerStopped
     }
 }
@@ -398,10 +477,21 @@ impl DatabaseStopped {
     pub fn stop() -> DatabaseStopped {
         let version = pg_version();
         let out = Command::new("pg_ctlcluster")
-            .args(["--skip-systemctl-redirect", &version, "main", "stop", "-m", "fast"])
+            .args([
+                "--skip-systemctl-redirect",
+                &version,
+                "main",
+                "stop",
+                "-m",
+                "fast",
+            ])
             .output()
             .expect("pg_ctlcluster");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         DatabaseStopped { version }
     }
 }

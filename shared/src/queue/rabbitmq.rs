@@ -173,7 +173,10 @@ impl RabbitQueue {
             .await
             .map_err(broker("declare dead-letter exchange"))?;
         let mut args = FieldTable::default();
-        args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
         publisher
             .queue_declare(&dead, durable(), args)
             .await
@@ -221,7 +224,9 @@ impl RabbitQueue {
                             link.declared.clear();
                             return Ok(guard);
                         }
-                        Err(e) => tracing::warn!(error = %e, "cannot reopen the publishing channel"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot reopen the publishing channel")
+                        }
                     }
                 }
                 tracing::warn!(broker = %self.inner.location, "connection to the broker lost; reconnecting");
@@ -249,7 +254,10 @@ impl RabbitQueue {
     /// The arguments every job queue is declared with.
     fn queue_args(&self) -> FieldTable {
         let mut args = FieldTable::default();
-        args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
         args.insert(
             "x-delivery-limit".into(),
             AMQPValue::LongInt(self.inner.settings.delivery_limit.min(i32::MAX as u32) as i32),
@@ -511,7 +519,10 @@ impl RabbitConsumer {
             .map_err(broker("open channel"))?;
         drop(guard);
         channel
-            .basic_qos(self.queue.inner.settings.prefetch, BasicQosOptions::default())
+            .basic_qos(
+                self.queue.inner.settings.prefetch,
+                BasicQosOptions::default(),
+            )
             .await
             .map_err(broker("set prefetch"))?;
         self.queue.declare(&channel, &self.physical).await?;

@@ -9,9 +9,7 @@
 
 pub mod ops;
 
-use super::{
-    ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow,
-};
+use super::{ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
 use crate::cache::{EmbeddingCache, GenerationCache};
 use crate::domain::{Example, ExampleResult, Mode};
 use crate::job::Job;
@@ -187,7 +185,12 @@ impl Store for PgStore {
         )
         .bind(&run.run_id)
         .bind(configs.iter().map(|j| j.model.as_str()).collect::<Vec<_>>())
-        .bind(configs.iter().map(|j| j.dataset.as_str()).collect::<Vec<_>>())
+        .bind(
+            configs
+                .iter()
+                .map(|j| j.dataset.as_str())
+                .collect::<Vec<_>>(),
+        )
         .bind(configs.iter().map(|j| j.mode.as_str()).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await
@@ -484,10 +487,30 @@ async fn insert_results(
     .bind(&job.dataset)
     .bind(job.mode.as_str())
     .bind(&ids)
-    .bind(results.iter().map(|r| to_json(&r.base_claims)).collect::<Vec<_>>())
-    .bind(results.iter().map(|r| to_json(&r.claims)).collect::<Vec<_>>())
-    .bind(results.iter().map(|r| r.pipeline_version.as_str()).collect::<Vec<_>>())
-    .bind(results.iter().map(|r| i64::from(r.llm_calls)).collect::<Vec<_>>())
+    .bind(
+        results
+            .iter()
+            .map(|r| to_json(&r.base_claims))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        results
+            .iter()
+            .map(|r| to_json(&r.claims))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        results
+            .iter()
+            .map(|r| r.pipeline_version.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        results
+            .iter()
+            .map(|r| i64::from(r.llm_calls))
+            .collect::<Vec<_>>(),
+    )
     .execute(&mut *tx)
     .await
     .map_err(StoreError::query("insert predictions"))?;
@@ -508,13 +531,28 @@ async fn insert_results(
     .bind(&job.dataset)
     .bind(job.mode.as_str())
     .bind(&ids)
-    .bind(results.iter().map(|r| i64::from(r.metrics.n_claims)).collect::<Vec<_>>())
-    .bind(results.iter().map(|r| r.metrics.jaccard_f1).collect::<Vec<_>>())
+    .bind(
+        results
+            .iter()
+            .map(|r| i64::from(r.metrics.n_claims))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        results
+            .iter()
+            .map(|r| r.metrics.jaccard_f1)
+            .collect::<Vec<_>>(),
+    )
     .bind(m(|r| r.metrics.semantic_f1))
     .bind(m(|r| r.metrics.epr))
     .bind(m(|r| r.metrics.avr))
     .bind(m(|r| r.metrics.rr))
-    .bind(results.iter().map(|r| r.metrics.verified).collect::<Vec<_>>())
+    .bind(
+        results
+            .iter()
+            .map(|r| r.metrics.verified)
+            .collect::<Vec<_>>(),
+    )
     .bind(
         results
             .iter()

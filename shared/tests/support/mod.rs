@@ -95,5 +95,8 @@ impl Drop for TestDb {
 
 /// A queue namespace no other test uses.
 pub fn namespace() -> String {
-    format!("credence-t-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+    format!(
+        "credence-t-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
 }

@@ -51,7 +51,9 @@ fn dead_letter(d: &lapin::message::Delivery) -> DeadLetter {
 impl RabbitQueue {
     /// Every message in the dead-letter queue, oldest first; nothing is removed.
     pub(super) async fn list_dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
-        self.replay_dead_letters(|_| false).await.map(|(all, _)| all)
+        self.replay_dead_letters(|_| false)
+            .await
+            .map(|(all, _)| all)
     }
 
     /// Re-publishes the dead letters `select` picks to the queues they came from and

@@ -98,8 +98,14 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
         assert_eq!(again, JobCommit::default());
         assert!(!store.mark_running(job, "w2").await.unwrap());
     }
-    store.aggregate_config(&ConfigRef::of(&jobs[0])).await.unwrap();
-    store.aggregate_config(&ConfigRef::of(&jobs[0])).await.unwrap();
+    store
+        .aggregate_config(&ConfigRef::of(&jobs[0]))
+        .await
+        .unwrap();
+    store
+        .aggregate_config(&ConfigRef::of(&jobs[0]))
+        .await
+        .unwrap();
     let means: Vec<(String, i64, f64)> = sqlx::query_as(
         "SELECT metric, n, mean FROM aggregates WHERE mode = 'base' ORDER BY metric",
     )
