@@ -30,7 +30,12 @@ struct Cleanup(RabbitQueue, Vec<String>);
 
 impl Cleanup {
     async fn run(self) {
-        self.0.delete_queues(&self.1).await.unwrap();
+        // Give the dropped consumer's channel a moment to close first.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if self.0.delete_queues(&self.1).await.is_err() {
+            // A connection lost to the cancel of a consumer reconnects on the retry.
+            self.0.delete_queues(&self.1).await.unwrap();
+        }
     }
 }
 

@@ -570,6 +570,20 @@ impl Consumer for RabbitConsumer {
     }
 }
 
+impl Drop for RabbitConsumer {
+    /// Closes the consumer's channel, so the broker returns its unacked messages now and
+    /// stops delivering to it (rather than when the connection ends).
+    fn drop(&mut self) {
+        if let Some((channel, _)) = self.stream.take() {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    let _ = channel.close(200, "consumer dropped").await;
+                });
+            }
+        }
+    }
+}
+
 /// `x-delivery-count` of a quorum-queue delivery: how many times it was returned.
 fn delivery_count(headers: Option<&FieldTable>) -> u32 {
     headers
