@@ -3,14 +3,18 @@
 //! Domain types ([`domain`]), the sweep file format ([`sweep`]), the dataset format
 //! ([`dataset`]), job planning and content keys ([`job`]), the [`queue::Queue`] and
 //! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
-//! that needs no model ([`metrics`]). Nothing in this crate loads a model.
+//! that needs no model ([`metrics`]). Text rules that need no model live here too: tier-1
+//! entities ([`entities`]), sentence boundaries ([`sentences`]). Nothing in this crate
+//! loads a model.
 
 pub mod cache;
 pub mod dataset;
 pub mod domain;
+pub mod entities;
 pub mod job;
 pub mod metrics;
 pub mod queue;
+pub mod sentences;
 pub mod store;
 pub mod sweep;
 
