@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Run a sweep on this machine (in-process queue + SQLite); resumes when run again.
     Run(commands::run::RunArgs),
+    /// Build the benchmark datasets from their sources; print a dataset's marker profile.
+    Dataset(commands::dataset::DatasetArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +29,7 @@ fn main() -> std::process::ExitCode {
     commands::init_tracing();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Dataset(args) => commands::dataset::run(args),
     };
     match result {
         Ok(code) => code,

@@ -4,9 +4,10 @@
 //! ([`dataset`]), job planning and content keys ([`job`]), the [`queue::Queue`] and
 //! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
 //! that needs no model ([`metrics`]). Text rules that need no model live here too: tier-1
-//! entities ([`entities`]), sentence boundaries ([`sentences`]). Nothing in this crate
-//! loads a model.
+//! entities ([`entities`]), sentence boundaries ([`sentences`]), and the benchmark
+//! builders ([`benchmarks`]). Nothing in this crate loads a model.
 
+pub mod benchmarks;
 pub mod cache;
 pub mod dataset;
 pub mod domain;
