@@ -9,6 +9,7 @@
 use credence_shared::benchmarks::{
     self, profile, socialclaimsplit, Benchmark, BuildOptions, ReferenceSplitter,
 };
+use credence_shared::sweep::ModelBackend;
 use credence_shared::Example;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -289,5 +290,31 @@ fn malformed_source_lines_are_named() {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(&format!("{}{want}", path.display())), "{e}");
+    }
+}
+
+#[test]
+fn paper_sweep_points_at_the_benchmarks() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sweeps/paper.toml");
+    let sweep = credence_shared::sweep::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sweep.modes.len(), 4);
+    assert_eq!(sweep.models.len(), 4);
+    assert!(sweep.models.iter().all(|m| matches!(
+        m.backend,
+        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } | ModelBackend::Openai { .. }
+    )));
+    let ids: Vec<&str> = sweep.datasets.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "socialclaimsplit-100",
+            "wikisplit-bench-100",
+            "wikisplit-bench-1000",
+            "claimdecomp-bench-1000"
+        ]
+    );
+    for d in &sweep.datasets {
+        let b: Benchmark = d.id.parse().unwrap();
+        assert!(d.path.ends_with(format!("datasets/{}.jsonl", b.name())), "{:?}", d.path);
     }
 }
