@@ -315,6 +315,10 @@ fn paper_sweep_points_at_the_benchmarks() {
     );
     for d in &sweep.datasets {
         let b: Benchmark = d.id.parse().unwrap();
-        assert!(d.path.ends_with(format!("datasets/{}.jsonl", b.name())), "{:?}", d.path);
+        assert!(
+            d.path.ends_with(format!("datasets/{}.jsonl", b.name())),
+            "{:?}",
+            d.path
+        );
     }
 }

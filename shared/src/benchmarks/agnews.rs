@@ -100,10 +100,12 @@ fn parse_csv_line(line: &str) -> Result<Vec<String>, String> {
                     return Ok(fields);
                 }
                 Some((_, ',')) => fields.push(field),
-                Some((at, c)) => return Err(format!(
+                Some((at, c)) => {
+                    return Err(format!(
                     "column {column}: {c:?} after the closing quote at byte {}; expected a comma",
                     at + 1
-                )),
+                ))
+                }
             }
         } else {
             loop {

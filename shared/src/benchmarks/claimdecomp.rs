@@ -2,17 +2,18 @@
 //! its lead joined into one compound sentence at the coordinator ", and", with the rule
 //! oracle's split as references.
 //!
-//! The pipeline, in order (each step is a line of the build's funnel): clean the escape
-//! residue ([`agnews`]); drop rows with residue or URLs left; keep a headline that is a
-//! statement (no `?`, `!` or trailing `:`) and a lead whose first sentence ends in a full
-//! stop (AG leads are often cut off with "...") with its brackets and quotes paired (a
-//! split inside "(503.6 million pounds)" is not a sentence); join them (the lead's first word is
-//! lower-cased when the corpus writes it lower-case mid-sentence); drop OCR junk (more
-//! than 10% single-letter tokens); keep >= 10 words; keep texts the oracle splits into
-//! >= 2 claims at the join (its first claim is the headline: a headline without a verb
-//! the oracle recognises is not split there); keep tier-1 `EPR_oracle >= 0.80`; drop
-//! repeated texts; then per class
-//! shuffle with the seed and take 250, so each category has exactly 250.
+//! The pipeline, in order (each step is a line of the build's funnel):
+//! 1. clean the escape residue ([`agnews`]) and drop rows with residue or URLs left;
+//! 2. keep a headline that is a statement (no `?`, `!` or trailing `:`) and a lead whose
+//!    first sentence ends in a full stop (AG leads are often cut off with "...") with its
+//!    brackets and quotes paired (a split inside "(503.6 million pounds)" is not a
+//!    sentence); join them (the lead's first word is lower-cased when the corpus writes
+//!    it lower-case mid-sentence);
+//! 3. drop OCR junk (more than 10% single-letter tokens); keep at least 10 words;
+//! 4. keep texts the oracle splits into at least 2 claims at the join (its first claim is
+//!    the headline: a headline without a verb the oracle recognises is not split there);
+//! 5. keep tier-1 `EPR_oracle` of at least 0.80; drop repeated texts;
+//! 6. per class, shuffle with the seed and take 250, so each category has exactly 250.
 //!
 //! Only "and" joins: a headline and its lead report the same event, and "but", "so" or
 //! "because" would assert a contrast or a cause that the source does not state.

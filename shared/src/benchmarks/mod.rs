@@ -121,6 +121,46 @@ impl FromStr for Benchmark {
     }
 }
 
+/// Which part of a shuffled candidate list a sized benchmark takes: the -100 variant
+/// positions 0..100, the -1000 variant 100..1100, so the two are disjoint by construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slice {
+    /// Positions 0..100.
+    First100,
+    /// Positions 100..1100.
+    Next1000,
+}
+
+impl Slice {
+    /// The positions taken.
+    pub fn range(self) -> std::ops::Range<usize> {
+        match self {
+            Slice::First100 => 0..100,
+            Slice::Next1000 => 100..1100,
+        }
+    }
+
+    /// The positions of `benchmark`'s slice, or `TooFew` when `available` candidates do
+    /// not reach its end.
+    fn checked(
+        self,
+        benchmark: Benchmark,
+        path: &Path,
+        available: usize,
+    ) -> Result<std::ops::Range<usize>, BenchmarkError> {
+        let range = self.range();
+        if available < range.end {
+            return Err(BenchmarkError::TooFew {
+                benchmark,
+                path: path.to_path_buf(),
+                wanted: range.end,
+                eligible: available,
+            });
+        }
+        Ok(range)
+    }
+}
+
 /// Settings of a build.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BuildOptions {
@@ -231,14 +271,14 @@ pub fn build(
 ) -> Result<Build, BenchmarkError> {
     let source = resolve_source(benchmark, source);
     let built = match benchmark {
-        Benchmark::WikiSplit100 => wikisplit::build(&source, options, wikisplit::Slice::First100)?,
-        Benchmark::WikiSplit1000 => wikisplit::build(&source, options, wikisplit::Slice::Next1000)?,
+        Benchmark::WikiSplit100 => wikisplit::build(&source, options, Slice::First100)?,
+        Benchmark::WikiSplit1000 => wikisplit::build(&source, options, Slice::Next1000)?,
         Benchmark::ClaimDecomp1000 => claimdecomp::build(&source, options, oracle)?,
         Benchmark::SocialClaimSplit100 => {
-            socialclaimsplit::build(&source, options, socialclaimsplit::Slice::First100)?
+            socialclaimsplit::build(&source, options, Slice::First100)?
         }
         Benchmark::SocialClaimSplit1000 => {
-            socialclaimsplit::build(&source, options, socialclaimsplit::Slice::Next1000)?
+            socialclaimsplit::build(&source, options, Slice::Next1000)?
         }
         Benchmark::PropSegmentDev => propsegment::build(&source)?,
     };

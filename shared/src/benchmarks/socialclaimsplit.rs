@@ -12,7 +12,9 @@
 //! 0..100 are SocialClaimSplit-100 and 100..1100 SocialClaimSplit-1000, disjoint.
 
 use super::sampling::{self, chance, pick};
-use super::{json_error, read_source, word_count, Benchmark, BenchmarkError, Build, BuildOptions};
+use super::{
+    json_error, read_source, word_count, Benchmark, BenchmarkError, Build, BuildOptions, Slice,
+};
 use crate::domain::Example;
 use crate::sentences::split_sentences;
 use rand_chacha::ChaCha20Rng;
@@ -30,15 +32,6 @@ pub const CONNECTIVES: &[&str] = &[
     "until",
 ];
 
-/// Which part of the pairs a build takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slice {
-    /// Pairs 0..100: SocialClaimSplit-100.
-    First100,
-    /// Pairs 100..1100: SocialClaimSplit-1000.
-    Next1000,
-}
-
 /// A FEVER claim as the builder uses it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
@@ -52,12 +45,15 @@ pub struct Claim {
     pub page: Option<String>,
 }
 
+/// One FEVER evidence item: annotation id, evidence id, page title, sentence index.
+type EvidenceItem = (Option<i64>, Option<i64>, Option<String>, Option<i64>);
+
 #[derive(Deserialize)]
 struct RawClaim {
     id: u64,
     label: String,
     claim: String,
-    evidence: Vec<Vec<(Option<i64>, Option<i64>, Option<String>, Option<i64>)>>,
+    evidence: Vec<Vec<EvidenceItem>>,
 }
 
 /// Reads every line of a FEVER JSONL file; a malformed line is an error naming it.
@@ -141,18 +137,11 @@ pub fn build(path: &Path, options: &BuildOptions, slice: Slice) -> Result<Build,
         ),
         pairs.len(),
     );
-    let (benchmark, range) = match slice {
-        Slice::First100 => (Benchmark::SocialClaimSplit100, 0..100),
-        Slice::Next1000 => (Benchmark::SocialClaimSplit1000, 100..1100),
+    let benchmark = match slice {
+        Slice::First100 => Benchmark::SocialClaimSplit100,
+        Slice::Next1000 => Benchmark::SocialClaimSplit1000,
     };
-    if pairs.len() < range.end {
-        return Err(BenchmarkError::TooFew {
-            benchmark,
-            path: path.to_path_buf(),
-            wanted: range.end,
-            eligible: pairs.len(),
-        });
-    }
+    let range = slice.checked(benchmark, path, pairs.len())?;
     let start = range.start;
     built.examples = pairs
         .drain(range)
@@ -181,11 +170,8 @@ pub fn build(path: &Path, options: &BuildOptions, slice: Slice) -> Result<Build,
         .collect();
     built.step(
         format!(
-            "pairs {}; markers and / but / because / so in turn",
-            match slice {
-                Slice::First100 => "0..100",
-                Slice::Next1000 => "100..1100",
-            }
+            "pairs {:?}; markers and / but / because / so in turn",
+            slice.range()
         ),
         built.examples.len(),
     );

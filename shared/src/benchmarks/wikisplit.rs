@@ -10,22 +10,15 @@
 //! when present, rows below `min_entailment` are dropped.
 
 use super::sampling;
-use super::{line_error, read_source, word_count, Benchmark, BenchmarkError, Build, BuildOptions};
+use super::{
+    line_error, read_source, word_count, Benchmark, BenchmarkError, Build, BuildOptions, Slice,
+};
 use crate::domain::Example;
 use std::collections::HashSet;
 use std::path::Path;
 
 /// Minimum word tokens of each split sentence.
 pub const MIN_SPLIT_WORDS: usize = 5;
-
-/// Which part of the shuffled rows a build takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slice {
-    /// Rows 0..100: WikiSplitBench-100.
-    First100,
-    /// Rows 100..1100: WikiSplitBench-1000.
-    Next1000,
-}
 
 /// One parsed row of the TSV.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,28 +145,18 @@ pub fn build(path: &Path, options: &BuildOptions, slice: Slice) -> Result<Build,
     built.step("first occurrence of each unsplit sentence", rows.len());
 
     sampling::shuffle(&mut sampling::stream(options.seed, 0), &mut rows);
-    let (benchmark, range) = match slice {
-        Slice::First100 => (Benchmark::WikiSplit100, 0..100),
-        Slice::Next1000 => (Benchmark::WikiSplit1000, 100..1100),
+    let benchmark = match slice {
+        Slice::First100 => Benchmark::WikiSplit100,
+        Slice::Next1000 => Benchmark::WikiSplit1000,
     };
-    if rows.len() < range.end {
-        return Err(BenchmarkError::TooFew {
-            benchmark,
-            path: path.to_path_buf(),
-            wanted: range.end,
-            eligible: rows.len(),
-        });
-    }
+    let range = slice.checked(benchmark, path, rows.len())?;
     let mut picked: Vec<Row> = rows[range].to_vec();
     picked.sort_by_key(|r| r.line);
     built.step(
         format!(
-            "shuffled with seed {}; positions {}",
+            "shuffled with seed {}; positions {:?}",
             options.seed,
-            match slice {
-                Slice::First100 => "0..100",
-                Slice::Next1000 => "100..1100",
-            }
+            slice.range()
         ),
         picked.len(),
     );
