@@ -222,12 +222,13 @@ pub enum BenchmarkError {
     #[error("unknown benchmark {0:?}; expected one of wikisplit-bench-100, wikisplit-bench-1000, claimdecomp-bench-1000, socialclaimsplit-100, socialclaimsplit-1000, propsegment-dev")]
     UnknownBenchmark(String),
     /// A source or output file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error, in the message rather than as a `source`, so that an
+        /// error chain does not print it twice.
+        error: std::io::Error,
     },
     /// A source line is malformed.
     #[error("{path}:{line}: {message}")]
@@ -311,9 +312,9 @@ pub fn to_jsonl(examples: &[Example]) -> Vec<u8> {
 /// leaves no half file) and returns the sha256 of the bytes written, hex.
 pub fn write_jsonl(path: &Path, examples: &[Example]) -> Result<String, BenchmarkError> {
     let bytes = to_jsonl(examples);
-    let io_err = |source| BenchmarkError::Io {
+    let io_err = |error| BenchmarkError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
@@ -325,9 +326,9 @@ pub fn write_jsonl(path: &Path, examples: &[Example]) -> Result<String, Benchmar
 
 /// Reads a whole source file as UTF-8; invalid bytes are reported with their line.
 pub(crate) fn read_source(path: &Path) -> Result<String, BenchmarkError> {
-    let bytes = std::fs::read(path).map_err(|source| BenchmarkError::Io {
+    let bytes = std::fs::read(path).map_err(|error| BenchmarkError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
