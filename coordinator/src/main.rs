@@ -28,6 +28,8 @@ enum Command {
     Coordinator(commands::coordinator::CoordinatorArgs),
     /// The dead-letter queue: list and replay.
     Dlq(commands::dlq::DlqArgs),
+    /// Build the benchmark datasets from their sources; print a dataset's marker profile.
+    Dataset(commands::dataset::DatasetArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +41,7 @@ fn main() -> std::process::ExitCode {
         Command::Worker(args) => commands::worker::run(args),
         Command::Coordinator(args) => commands::coordinator::run(args),
         Command::Dlq(args) => commands::dlq::run(args),
+        Command::Dataset(args) => commands::dataset::run(args),
     };
     match result {
         Ok(code) => code,

@@ -4,14 +4,19 @@
 //! ([`dataset`]), job planning and content keys ([`job`]), the [`queue::Queue`] and
 //! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
 //! that needs no model ([`metrics`]), and the Prometheus endpoint of the distributed
-//! engine's processes ([`telemetry`]). Nothing in this crate loads a model.
+//! engine's processes ([`telemetry`]). Text rules that need no model live here too: tier-1
+//! entities ([`entities`]), sentence boundaries ([`sentences`]), and the benchmark
+//! builders ([`benchmarks`]). Nothing in this crate loads a model.
 
+pub mod benchmarks;
 pub mod cache;
 pub mod dataset;
 pub mod domain;
+pub mod entities;
 pub mod job;
 pub mod metrics;
 pub mod queue;
+pub mod sentences;
 pub mod store;
 pub mod sweep;
 pub mod telemetry;

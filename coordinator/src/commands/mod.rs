@@ -1,6 +1,7 @@
 //! One module per subcommand; each parses its arguments and calls the library.
 
 pub mod coordinator;
+pub mod dataset;
 pub mod dlq;
 pub mod run;
 mod signals;

@@ -377,6 +377,18 @@ impl Decomposer for ConjunctionOracle {
     }
 }
 
+/// As ClaimDecompBench's rule oracle: the builder in `credence_shared::benchmarks` takes
+/// the split through this trait, so the shared crate needs no worker code.
+impl credence_shared::benchmarks::ReferenceSplitter for ConjunctionOracle {
+    fn name(&self) -> &str {
+        Self::FINGERPRINT
+    }
+
+    fn split(&self, text: &str) -> Vec<String> {
+        ConjunctionOracle::split(self, text)
+    }
+}
+
 fn norm(word: &str) -> String {
     word.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
         .to_lowercase()

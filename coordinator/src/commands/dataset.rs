@@ -1,0 +1,110 @@
+//! `credence dataset build|stats`: builds the benchmark datasets from their public
+//! sources and prints a dataset's counts and marker profile.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use credence_shared::benchmarks::{self, profile, Benchmark, BuildOptions};
+use credence_worker::decompose::ConjunctionOracle;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Build benchmark datasets, or describe a dataset file.
+#[derive(Args)]
+pub struct DatasetArgs {
+    #[command(subcommand)]
+    command: DatasetCommand,
+}
+
+#[derive(Subcommand)]
+enum DatasetCommand {
+    /// Build a benchmark from its source corpus into a JSONL dataset; prints how many
+    /// source rows each filter kept and the sha256 of the file written. The same source
+    /// and seed always give the same bytes.
+    Build(BuildArgs),
+    /// Print a dataset's counts, references and words per example, categories and marker
+    /// profile (share of examples containing and / but / because / so / ...).
+    Stats(StatsArgs),
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// wikisplit-bench-100, wikisplit-bench-1000, claimdecomp-bench-1000,
+    /// socialclaimsplit-100, socialclaimsplit-1000 or propsegment-dev.
+    #[arg(value_parser = parse_benchmark)]
+    name: Benchmark,
+    /// The source corpus file, or its folder: WikiSplit test.tsv, AG News test.csv,
+    /// FEVER paper_dev.jsonl, PropSegmEnt propositions.dev.json (with
+    /// document_clusters.dev.json beside it).
+    #[arg(long)]
+    source: PathBuf,
+    /// The JSONL file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// WikiSplit only: drop rows whose optional score column is below this.
+    #[arg(long, default_value_t = 0.90)]
+    min_entailment: f64,
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    /// A JSONL dataset file.
+    file: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_benchmark(s: &str) -> Result<Benchmark, String> {
+    s.parse::<Benchmark>().map_err(|e| e.to_string())
+}
+
+/// Runs the command.
+pub fn run(args: DatasetArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        DatasetCommand::Build(a) => build(a),
+        DatasetCommand::Stats(a) => stats(a),
+    }
+}
+
+fn build(a: BuildArgs) -> anyhow::Result<ExitCode> {
+    let options = BuildOptions {
+        seed: a.seed,
+        min_entailment: a.min_entailment,
+    };
+    let built = benchmarks::build(a.name, &a.source, &options, &ConjunctionOracle::new())
+        .with_context(|| format!("building {} from {}", a.name, a.source.display()))?;
+    for step in &built.funnel {
+        eprintln!("{:>6}  {}", step.remaining, step.step);
+    }
+    let sha256 = benchmarks::write_jsonl(&a.out, &built.examples)
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    println!(
+        "{}: {} examples written to {}",
+        a.name,
+        built.examples.len(),
+        a.out.display()
+    );
+    println!("sha256 {sha256}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
+    let dataset = credence_shared::dataset::load(&a.file)?;
+    let stats = profile::profile(&dataset.examples);
+    if a.json {
+        let mut value = serde_json::to_value(&stats)?;
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("file".into(), a.file.display().to_string().into());
+            obj.insert("sha256".into(), dataset.hash.clone().into());
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{}", a.file.display());
+        println!("sha256        {}", dataset.hash);
+        print!("{}", profile::render(&stats));
+    }
+    Ok(ExitCode::SUCCESS)
+}
