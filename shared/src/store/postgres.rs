@@ -2,8 +2,9 @@
 //! Migrations from `migrations/postgres` run at start under sqlx's migrator, which holds
 //! a PostgreSQL advisory lock while it applies them, so workers starting together migrate
 //! once. Bulk writes bind whole columns as arrays and insert with `UNNEST`. A job's
-//! results and its `done` state commit in one transaction, under a lock on its
-//! configuration's row so that exactly one commit sees the configuration finished.
+//! results and its `done` state commit in one transaction, which also counts down its
+//! configuration's `jobs_left` under the row's lock, so exactly one commit sees the
+//! configuration finished.
 //! The queries the coordinator needs beyond the [`Store`] trait (status, resume, cancel,
 //! the reaper) live in [`ops`].
 
@@ -220,6 +221,28 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await
         .map_err(StoreError::query("insert jobs"))?;
+        // Lock the run's configurations (in a fixed order, as workers lock one at a
+        // time) before counting: a worker that already counted its job down has then
+        // committed, and one that has not will count down after this commit.
+        sqlx::query(
+            "SELECT 1 FROM configs WHERE run_id = $1 ORDER BY model, dataset, mode FOR UPDATE",
+        )
+        .bind(&run.run_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::query("lock configurations"))?;
+        sqlx::query(
+            "UPDATE configs c SET jobs_left = sub.n,
+                 state = CASE WHEN sub.n > 0 THEN 'running' ELSE c.state END
+             FROM (SELECT model, dataset, mode, count(*) FILTER (WHERE state <> 'done') AS n
+                   FROM jobs WHERE run_id = $1 GROUP BY model, dataset, mode) sub
+             WHERE c.run_id = $1 AND c.model = sub.model AND c.dataset = sub.dataset
+               AND c.mode = sub.mode",
+        )
+        .bind(&run.run_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("count jobs per configuration"))?;
         tx.commit().await.map_err(StoreError::query("commit plan"))
     }
 
@@ -312,19 +335,6 @@ impl Store for PgStore {
             .begin()
             .await
             .map_err(StoreError::query("begin results"))?;
-        // Serialises the commits of one configuration: without it two workers finishing
-        // its last two jobs at once would each see the other's job unfinished.
-        sqlx::query(
-            "SELECT 1 FROM configs
-             WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4 FOR UPDATE",
-        )
-        .bind(&job.run_id)
-        .bind(&job.model)
-        .bind(&job.dataset)
-        .bind(job.mode.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(StoreError::query("lock configuration"))?;
         insert_results(&mut tx, job, results).await?;
         let newly_done = sqlx::query(
             "UPDATE jobs SET state = 'done', error = NULL, finished_at = now()
@@ -338,23 +348,24 @@ impl Store for PgStore {
             == 1;
         let mut completes_config = false;
         if newly_done {
-            completes_config = sqlx::query(
-                "UPDATE configs SET state = 'aggregating', ready_at = now()
+            // The row lock this UPDATE takes serialises the jobs of one configuration
+            // finishing at once: each newly done job decrements once, so exactly one
+            // commit takes the count to 0.
+            let left: Option<i64> = sqlx::query_scalar(
+                "UPDATE configs SET jobs_left = jobs_left - 1,
+                     state = CASE WHEN jobs_left = 1 THEN 'aggregating' ELSE state END,
+                     ready_at = CASE WHEN jobs_left = 1 THEN now() ELSE ready_at END
                  WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
-                   AND state = 'running'
-                   AND NOT EXISTS (SELECT 1 FROM jobs
-                        WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
-                          AND state <> 'done')",
+                 RETURNING jobs_left",
             )
             .bind(&job.run_id)
             .bind(&job.model)
             .bind(&job.dataset)
             .bind(job.mode.as_str())
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(StoreError::query("complete configuration"))?
-            .rows_affected()
-                == 1;
+            .map_err(StoreError::query("count down the configuration"))?;
+            completes_config = left == Some(0);
         }
         tx.commit()
             .await
