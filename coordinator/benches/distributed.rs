@@ -7,8 +7,11 @@
 //!   sequentially and from 4 tasks (rows/s; one row = a prediction and its metrics).
 //!
 //! ```sh
-//! CARGO_TARGET_DIR=... cargo bench -p credence --bench distributed
+//! cargo bench -p credence --bench distributed                 # release build
+//! cargo bench --profile dev -p credence --bench distributed   # reuses the dev build
 //! ```
+//! (The dev profile optimises dependencies fully and our crates at level 1; the figures
+//! in the lead's report were measured with it.)
 //! Servers: CREDENCE_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) and
 //! CREDENCE_TEST_BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/%2f).
 

@@ -32,10 +32,10 @@ CREATE TABLE examples (
     UNIQUE (dataset_hash, example_id)
 );
 
--- One row per model x dataset x mode of a run. Its state changes exactly once from
--- 'running' to 'aggregating' (by the commit that finishes its last job, under a row
--- lock), which is what enqueues exactly one aggregation job; the aggregation job moves
--- it to 'complete'.
+-- One row per model x dataset x mode of a run. `jobs_left` counts its jobs not done;
+-- the commit that newly finishes a job decrements it under the row's lock, and the one
+-- that takes it to 0 moves the state from 'running' to 'aggregating', which is what
+-- enqueues exactly one aggregation job; the aggregation job moves it to 'complete'.
 CREATE TABLE configs (
     run_id         text NOT NULL REFERENCES runs(run_id),
     model          text NOT NULL,
@@ -43,6 +43,7 @@ CREATE TABLE configs (
     mode           text NOT NULL CHECK (mode IN ('base', 'repair', 'self_repair', 'all')),
     state          text NOT NULL DEFAULT 'running'
                    CHECK (state IN ('running', 'aggregating', 'complete')),
+    jobs_left      bigint NOT NULL DEFAULT 0,
     aggregations   integer NOT NULL DEFAULT 0,  -- aggregation jobs run (1 unless a message was re-published)
     ready_at       timestamptz,
     completed_at   timestamptz,

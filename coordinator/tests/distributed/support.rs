@@ -13,6 +13,34 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+/// One result row as text; the same for a PostgreSQL and a SQLite row, so the two
+/// engines' rows compare as strings (floats in full precision).
+macro_rules! row_text {
+    ($r:expr) => {{
+        let r = $r;
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            r.get::<String, _>(0),
+            r.get::<String, _>(1),
+            r.get::<String, _>(2),
+            r.get::<String, _>(3),
+            r.get::<String, _>(4),
+            r.get::<String, _>(5),
+            r.get::<String, _>(6),
+            r.get::<String, _>(7),
+            r.get::<String, _>(8),
+            r.get::<i64, _>(9),
+            r.get::<i64, _>(10),
+            r.get::<f64, _>(11),
+            r.get::<Option<f64>, _>(12),
+            r.get::<Option<f64>, _>(13),
+            r.get::<Option<f64>, _>(14),
+            r.get::<Option<f64>, _>(15),
+            r.get::<Option<bool>, _>(16),
+        )
+    }};
+}
+
 /// Tests that stop a server take it exclusively; every other test shares it.
 static SERVERS: RwLock<()> = RwLock::new(());
 
@@ -270,29 +298,7 @@ impl Cluster {
                 .fetch_all(&pool)
                 .await
                 .expect("rows");
-            rows.iter()
-                .map(|r| {
-                    row_text(
-                        r.get(0),
-                        r.get(1),
-                        r.get(2),
-                        r.get(3),
-                        r.get(4),
-                        r.get(5),
-                        r.get(6),
-                        r.get(7),
-                        r.get(8),
-                        r.get(9),
-                        r.get(10),
-                        r.get(11),
-                        r.get(12),
-                        r.get(13),
-                        r.get(14),
-                        r.get(15),
-                        r.get(16),
-                    )
-                })
-                .collect()
+            rows.iter().map(|r| row_text!(r)).collect()
         })
     }
 
@@ -306,29 +312,7 @@ impl Cluster {
                 .fetch_all(&pool)
                 .await
                 .expect("rows");
-            rows.iter()
-                .map(|r| {
-                    row_text(
-                        r.get(0),
-                        r.get(1),
-                        r.get(2),
-                        r.get(3),
-                        r.get(4),
-                        r.get(5),
-                        r.get(6),
-                        r.get(7),
-                        r.get(8),
-                        r.get(9),
-                        r.get(10),
-                        r.get(11),
-                        r.get(12),
-                        r.get(13),
-                        r.get(14),
-                        r.get(15),
-                        r.get(16),
-                    )
-                })
-                .collect()
+            rows.iter().map(|r| row_text!(r)).collect()
         })
     }
 
@@ -369,29 +353,6 @@ const RESULT_ROWS: &str = "SELECT p.job_key, p.example_id, p.run_id, p.model, p.
         m.n_claims, m.jaccard_f1, m.semantic_f1, m.epr, m.avr, m.rr, m.verified
  FROM predictions p JOIN example_metrics m USING (job_key, example_id)
  ORDER BY p.job_key, p.example_id";
-
-#[allow(clippy::too_many_arguments)]
-fn row_text(
-    key: String,
-    ex: String,
-    run: String,
-    model: String,
-    ds: String,
-    mode: String,
-    base: String,
-    claims: String,
-    pipeline: String,
-    calls: i64,
-    n_claims: i64,
-    jaccard: f64,
-    semantic: Option<f64>,
-    epr: Option<f64>,
-    avr: Option<f64>,
-    rr: Option<f64>,
-    verified: Option<bool>,
-) -> String {
-    format!("{key}|{ex}|{run}|{model}|{ds}|{mode}|{base}|{claims}|{pipeline}|{calls}|{n_claims}|{jaccard:?}|{semantic:?}|{epr:?}|{avr:?}|{rr:?}|{verified:?}")
-}
 
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()

@@ -4,6 +4,7 @@
 //! together with its `done` state, keyed so that a redelivered job changes nothing.
 
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 use crate::cache::{EmbeddingCache, GenerationCache};

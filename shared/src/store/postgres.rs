@@ -2,8 +2,9 @@
 //! Migrations from `migrations/postgres` run at start under sqlx's migrator, which holds
 //! a PostgreSQL advisory lock while it applies them, so workers starting together migrate
 //! once. Bulk writes bind whole columns as arrays and insert with `UNNEST`. A job's
-//! results and its `done` state commit in one transaction, under a lock on its
-//! configuration's row so that exactly one commit sees the configuration finished.
+//! results and its `done` state commit in one transaction, which also counts down its
+//! configuration's `jobs_left` under the row's lock, so exactly one commit sees the
+//! configuration finished.
 //! The queries the coordinator needs beyond the [`Store`] trait (status, resume, cancel,
 //! the reaper) live in [`ops`].
 
@@ -11,7 +12,7 @@ pub mod ops;
 
 use super::{ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
 use crate::cache::{EmbeddingCache, GenerationCache};
-use crate::domain::{Example, ExampleResult, Mode};
+use crate::domain::{Example, ExampleResult};
 use crate::job::Job;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -94,7 +95,6 @@ pub(crate) const JOB_COLUMNS: &str = "job_key, run_id, model, model_fingerprint,
      dataset_hash, mode, shard, start, len, config_version";
 
 pub(crate) fn job_from_row(r: &PgRow) -> Result<Job, StoreError> {
-    let mode: String = r.get(6);
     let int = |i: usize| -> Result<u32, StoreError> {
         u32::try_from(r.get::<i64, _>(i)).map_err(|e| StoreError::Corrupt {
             what: "jobs shard bounds",
@@ -108,10 +108,7 @@ pub(crate) fn job_from_row(r: &PgRow) -> Result<Job, StoreError> {
         model_fingerprint: r.get(3),
         dataset: r.get(4),
         dataset_hash: r.get(5),
-        mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
-            what: "jobs.mode",
-            message: e.to_string(),
-        })?,
+        mode: super::rows::mode(r.get(6), "jobs.mode")?,
         shard: int(7)?,
         start: int(8)?,
         len: int(9)?,
@@ -220,6 +217,28 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await
         .map_err(StoreError::query("insert jobs"))?;
+        // Lock the run's configurations (in a fixed order, as workers lock one at a
+        // time) before counting: a worker that already counted its job down has then
+        // committed, and one that has not will count down after this commit.
+        sqlx::query(
+            "SELECT 1 FROM configs WHERE run_id = $1 ORDER BY model, dataset, mode FOR UPDATE",
+        )
+        .bind(&run.run_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::query("lock configurations"))?;
+        sqlx::query(
+            "UPDATE configs c SET jobs_left = sub.n,
+                 state = CASE WHEN sub.n > 0 THEN 'running' ELSE c.state END
+             FROM (SELECT model, dataset, mode, count(*) FILTER (WHERE state <> 'done') AS n
+                   FROM jobs WHERE run_id = $1 GROUP BY model, dataset, mode) sub
+             WHERE c.run_id = $1 AND c.model = sub.model AND c.dataset = sub.dataset
+               AND c.mode = sub.mode",
+        )
+        .bind(&run.run_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::query("count jobs per configuration"))?;
         tx.commit().await.map_err(StoreError::query("commit plan"))
     }
 
@@ -234,7 +253,7 @@ impl Store for PgStore {
     }
 
     async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as(
             "SELECT example_id, text, references_json, meta_json FROM examples
              WHERE dataset_hash = $1 AND position >= $2 AND position < $3 ORDER BY position",
         )
@@ -244,35 +263,7 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::query("shard examples"))?;
-        let examples = rows
-            .into_iter()
-            .map(|r| {
-                let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-                    what: "example",
-                    message: e.to_string(),
-                };
-                Ok(Example {
-                    id: r.get(0),
-                    text: r.get(1),
-                    references: serde_json::from_str(r.get::<&str, _>(2)).map_err(corrupt)?,
-                    meta: serde_json::from_str(r.get::<&str, _>(3)).map_err(corrupt)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        if examples.len() != job.len as usize {
-            return Err(StoreError::Corrupt {
-                what: "shard examples",
-                message: format!(
-                    "job {} expects {} examples at {} of dataset {}, the store has {}",
-                    job.key,
-                    job.len,
-                    job.start,
-                    job.dataset_hash,
-                    examples.len()
-                ),
-            });
-        }
-        Ok(examples)
+        super::rows::shard_examples(job, rows)
     }
 
     async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError> {
@@ -312,19 +303,6 @@ impl Store for PgStore {
             .begin()
             .await
             .map_err(StoreError::query("begin results"))?;
-        // Serialises the commits of one configuration: without it two workers finishing
-        // its last two jobs at once would each see the other's job unfinished.
-        sqlx::query(
-            "SELECT 1 FROM configs
-             WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4 FOR UPDATE",
-        )
-        .bind(&job.run_id)
-        .bind(&job.model)
-        .bind(&job.dataset)
-        .bind(job.mode.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(StoreError::query("lock configuration"))?;
         insert_results(&mut tx, job, results).await?;
         let newly_done = sqlx::query(
             "UPDATE jobs SET state = 'done', error = NULL, finished_at = now()
@@ -338,23 +316,24 @@ impl Store for PgStore {
             == 1;
         let mut completes_config = false;
         if newly_done {
-            completes_config = sqlx::query(
-                "UPDATE configs SET state = 'aggregating', ready_at = now()
+            // The row lock this UPDATE takes serialises the jobs of one configuration
+            // finishing at once: each newly done job decrements once, so exactly one
+            // commit takes the count to 0.
+            let left: Option<i64> = sqlx::query_scalar(
+                "UPDATE configs SET jobs_left = jobs_left - 1,
+                     state = CASE WHEN jobs_left = 1 THEN 'aggregating' ELSE state END,
+                     ready_at = CASE WHEN jobs_left = 1 THEN now() ELSE ready_at END
                  WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
-                   AND state = 'running'
-                   AND NOT EXISTS (SELECT 1 FROM jobs
-                        WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
-                          AND state <> 'done')",
+                 RETURNING jobs_left",
             )
             .bind(&job.run_id)
             .bind(&job.model)
             .bind(&job.dataset)
             .bind(job.mode.as_str())
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(StoreError::query("complete configuration"))?
-            .rows_affected()
-                == 1;
+            .map_err(StoreError::query("count down the configuration"))?;
+            completes_config = left == Some(0);
         }
         tx.commit()
             .await
@@ -426,7 +405,7 @@ impl Store for PgStore {
 
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
-        let rows = sqlx::query(
+        let rows = sqlx::query_as(
             "SELECT model, dataset, mode, count(*), avg(n_claims)::float8, avg(jaccard_f1),
                     avg(semantic_f1), avg(epr), avg(avr), avg(rr), avg(verified::int)::float8
              FROM example_metrics WHERE job_key = ANY($1)
@@ -436,33 +415,7 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::query("summary"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mode: String = r.get(2);
-            out.push(SummaryRow {
-                model: r.get(0),
-                dataset: r.get(1),
-                mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
-                    what: "example_metrics.mode",
-                    message: e.to_string(),
-                })?,
-                n: r.get::<i64, _>(3) as u32,
-                claims: r.get(4),
-                jaccard_f1: r.get(5),
-                semantic_f1: r.get(6),
-                epr: r.get(7),
-                avr: r.get(8),
-                rr: r.get(9),
-                verify: r.get(10),
-            });
-        }
-        let order = super::sqlite::plan_order(jobs);
-        out.sort_by_key(|row| {
-            order
-                .get(&(row.model.clone(), row.dataset.clone(), row.mode))
-                .copied()
-        });
-        Ok(out)
+        super::rows::summary(rows, jobs)
     }
 }
 
@@ -584,18 +537,7 @@ impl EmbeddingCache for PgStore {
         .map_err(StoreError::query("embedding cache lookup"))?;
         let mut found: HashMap<String, Vec<f32>> = HashMap::with_capacity(rows.len());
         for r in rows {
-            let bytes: Vec<u8> = r.get(1);
-            if !bytes.len().is_multiple_of(4) {
-                return Err(StoreError::Corrupt {
-                    what: "embedding_cache.vector",
-                    message: format!("{} bytes is not a whole number of f32", bytes.len()),
-                });
-            }
-            let v = bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            found.insert(r.get(0), v);
+            found.insert(r.get(0), super::rows::vector(r.get(1))?);
         }
         Ok(hashes.iter().map(|h| found.get(h).cloned()).collect())
     }

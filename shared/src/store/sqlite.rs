@@ -3,7 +3,7 @@
 
 use super::{ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
 use crate::cache::{EmbeddingCache, GenerationCache};
-use crate::domain::{Example, ExampleResult, Mode};
+use crate::domain::{Example, ExampleResult};
 use crate::job::Job;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -150,7 +150,7 @@ impl Store for SqliteStore {
     }
 
     async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as(
             "SELECT example_id, text, references_json, meta_json FROM examples
              WHERE dataset_hash = ? AND position >= ? AND position < ? ORDER BY position",
         )
@@ -160,35 +160,7 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::query("shard examples"))?;
-        let examples = rows
-            .into_iter()
-            .map(|r| {
-                let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-                    what: "example",
-                    message: e.to_string(),
-                };
-                Ok(Example {
-                    id: r.get(0),
-                    text: r.get(1),
-                    references: serde_json::from_str(r.get::<&str, _>(2)).map_err(corrupt)?,
-                    meta: serde_json::from_str(r.get::<&str, _>(3)).map_err(corrupt)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        if examples.len() != job.len as usize {
-            return Err(StoreError::Corrupt {
-                what: "shard examples",
-                message: format!(
-                    "job {} expects {} examples at {} of dataset {}, the store has {}",
-                    job.key,
-                    job.len,
-                    job.start,
-                    job.dataset_hash,
-                    examples.len()
-                ),
-            });
-        }
-        Ok(examples)
+        super::rows::shard_examples(job, rows)
     }
 
     async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError> {
@@ -349,7 +321,7 @@ impl Store for SqliteStore {
 
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
-        let rows = sqlx::query(
+        let rows = sqlx::query_as(
             "SELECT model, dataset, mode, count(*), avg(n_claims), avg(jaccard_f1),
                     avg(semantic_f1), avg(epr), avg(avr), avg(rr), avg(verified)
              FROM example_metrics WHERE job_key IN (SELECT value FROM json_each(?))
@@ -359,46 +331,8 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::query("summary"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mode: String = r.get(2);
-            out.push(SummaryRow {
-                model: r.get(0),
-                dataset: r.get(1),
-                mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
-                    what: "example_metrics.mode",
-                    message: e.to_string(),
-                })?,
-                n: r.get::<i64, _>(3) as u32,
-                claims: r.get(4),
-                jaccard_f1: r.get(5),
-                semantic_f1: r.get(6),
-                epr: r.get(7),
-                avr: r.get(8),
-                rr: r.get(9),
-                verify: r.get(10),
-            });
-        }
-        let order = plan_order(jobs);
-        out.sort_by_key(|row| {
-            order
-                .get(&(row.model.clone(), row.dataset.clone(), row.mode))
-                .copied()
-        });
-        Ok(out)
+        super::rows::summary(rows, jobs)
     }
-}
-
-/// Position of each model x dataset x mode in plan order.
-pub(crate) fn plan_order(jobs: &[Job]) -> HashMap<(String, String, Mode), usize> {
-    let mut order = HashMap::new();
-    for j in jobs {
-        let n = order.len();
-        order
-            .entry((j.model.clone(), j.dataset.clone(), j.mode))
-            .or_insert(n);
-    }
-    order
 }
 
 #[async_trait]
@@ -420,18 +354,7 @@ impl EmbeddingCache for SqliteStore {
         .map_err(StoreError::query("embedding cache lookup"))?;
         let mut found: HashMap<String, Vec<f32>> = HashMap::with_capacity(rows.len());
         for r in rows {
-            let bytes: Vec<u8> = r.get(1);
-            if !bytes.len().is_multiple_of(4) {
-                return Err(StoreError::Corrupt {
-                    what: "embedding_cache.vector",
-                    message: format!("{} bytes is not a whole number of f32", bytes.len()),
-                });
-            }
-            let v = bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            found.insert(r.get(0), v);
+            found.insert(r.get(0), super::rows::vector(r.get(1))?);
         }
         Ok(hashes.iter().map(|h| found.get(h).cloned()).collect())
     }

@@ -200,10 +200,7 @@ impl PgStore {
                 Ok(ConfigProgress {
                     model: r.get(0),
                     dataset: r.get(1),
-                    mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
-                        what: "jobs.mode",
-                        message: e.to_string(),
-                    })?,
+                    mode: crate::store::rows::mode(&mode, "jobs.mode")?,
                     state: r.get(3),
                     jobs: n(4),
                     done: n(5),
@@ -236,10 +233,7 @@ impl PgStore {
                 Ok(FailedJob {
                     model: r.get(0),
                     dataset: r.get(1),
-                    mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
-                        what: "jobs.mode",
-                        message: e.to_string(),
-                    })?,
+                    mode: crate::store::rows::mode(&mode, "jobs.mode")?,
                     shard: r.get::<i64, _>(3) as u32,
                     job_key: r.get(4),
                     attempts: r.get(5),
@@ -309,10 +303,7 @@ impl PgStore {
                     run_id: r.get(0),
                     model: r.get(1),
                     dataset: r.get(2),
-                    mode: mode.parse::<Mode>().map_err(|e| StoreError::Corrupt {
-                        what: "configs.mode",
-                        message: e.to_string(),
-                    })?,
+                    mode: crate::store::rows::mode(&mode, "configs.mode")?,
                 })
             })
             .collect()

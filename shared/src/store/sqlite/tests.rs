@@ -1,6 +1,6 @@
 use super::*;
 use crate::dataset::LoadedDataset;
-use crate::domain::ExampleMetrics;
+use crate::domain::{ExampleMetrics, Mode};
 use crate::job::{plan, PlannedDataset, PlannedModel};
 
 fn dataset() -> LoadedDataset {
