@@ -20,6 +20,10 @@ struct Cli {
 enum Command {
     /// Run a sweep on this machine (in-process queue + SQLite); resumes when run again.
     Run(commands::run::RunArgs),
+    /// Encode a JSONL file of texts with a sentence encoder; JSONL vectors out.
+    Embed(commands::embed::EmbedArgs),
+    /// Measure sentence-encoder throughput (sentences/s) per batch size.
+    BenchEmbed(commands::bench_embed::BenchEmbedArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +31,8 @@ fn main() -> std::process::ExitCode {
     commands::init_tracing();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Embed(args) => commands::embed::run(args),
+        Command::BenchEmbed(args) => commands::bench_embed::run(args),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,7 @@ use credence_shared::dataset::{self, LoadedDataset};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
 use credence_shared::sweep::SweepSpec;
 use credence_worker::decompose::{self, Decomposer};
+use credence_worker::embed::{self, CachedEncoder, EncoderOptions};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub struct Plan {
     pub datasets: Vec<(String, LoadedDataset)>,
     /// Decomposers by model name.
     pub decomposers: HashMap<String, Arc<dyn Decomposer>>,
+    /// The sweep's encoder behind the embedding cache, if it has an `[encoder]`.
+    pub encoder: Option<Arc<CachedEncoder>>,
     /// Every job of the run, in plan order.
     pub jobs: Vec<Job>,
 }
@@ -44,6 +47,19 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
         });
         decomposers.insert(m.name.clone(), d);
     }
+    let encoder = match &sweep.encoder {
+        None => None,
+        Some(spec) => {
+            let options = EncoderOptions {
+                batch_size: spec.batch_size as usize,
+                ..EncoderOptions::default()
+            };
+            let e = embed::load_encoder(&spec.preset, spec.path.as_deref(), options)
+                .with_context(|| format!("loading encoder {:?}", spec.preset))?;
+            Some(Arc::new(CachedEncoder::new(Arc::new(e))))
+        }
+    };
+    let encoder_fingerprint = encoder.as_ref().map(|e| e.encoder().fingerprint());
     let planned: Vec<PlannedDataset> = datasets
         .iter()
         .map(|(id, d)| PlannedDataset {
@@ -58,22 +74,24 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
         &planned,
         &sweep.modes,
         sweep.shard_size,
-        &config_version(&sweep),
+        &config_version(&sweep, encoder_fingerprint),
     );
     Ok(Plan {
         sweep,
         datasets,
         decomposers,
+        encoder,
         jobs,
     })
 }
 
-/// Hash of the settings that change results, beyond model and dataset.
-pub fn config_version(sweep: &SweepSpec) -> String {
+/// Hash of the settings that change results, beyond model and dataset. The encoder
+/// enters by fingerprint (weights, pooling, prefix, length), not by name.
+pub fn config_version(sweep: &SweepSpec, encoder_fingerprint: Option<&str>) -> String {
     let settings = serde_json::json!({
         "pipeline": PIPELINE_VERSION,
         "verifier": sweep.verifier,
-        "encoder": sweep.encoder.as_ref().map(|e| &e.preset),
+        "encoder": encoder_fingerprint,
         "models": sweep.models.iter().map(|m| (&m.name, m.prompt, m.max_new_tokens)).collect::<Vec<_>>(),
     });
     hex::encode(Sha256::digest(settings.to_string().as_bytes()))[..16].to_string()

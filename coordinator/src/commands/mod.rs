@@ -1,5 +1,7 @@
 //! One module per subcommand; each parses its arguments and calls the library.
 
+pub mod bench_embed;
+pub mod embed;
 pub mod run;
 
 /// Logs go to standard error, filtered by `RUST_LOG` (default: warnings).

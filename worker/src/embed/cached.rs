@@ -17,9 +17,12 @@ pub struct CacheCounts {
     pub misses: u64,
 }
 
-/// An encoder behind the store's embedding cache, counting hits and misses.
+/// An encoder behind the store's embedding cache, counting hits and misses. Calls are
+/// serialised (the encoder already uses every core), so two jobs that need the same new
+/// sentence at once do not both encode it: the second finds it in the cache.
 pub struct CachedEncoder {
     encoder: Arc<dyn Encoder>,
+    one_at_a_time: tokio::sync::Mutex<()>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -29,6 +32,7 @@ impl CachedEncoder {
     pub fn new(encoder: Arc<dyn Encoder>) -> Self {
         CachedEncoder {
             encoder,
+            one_at_a_time: tokio::sync::Mutex::new(()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -54,6 +58,7 @@ impl CachedEncoder {
         cache: &C,
         texts: &[String],
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _turn = self.one_at_a_time.lock().await;
         let fingerprint = self.encoder.fingerprint().to_string();
         let mut index: HashMap<&str, usize> = HashMap::with_capacity(texts.len());
         let mut distinct: Vec<String> = Vec::new();
