@@ -59,9 +59,16 @@ fn write_sweep(dir: &Path, name: &str) -> PathBuf {
              [encoder]\npreset = \"all-MiniLM-L6-v2\"\nbatch_size = 32\n\n\
              [[models]]\nname = \"split\"\nbackend = \"sentence-split\"\n\n\
              [[models]]\nname = \"oracle\"\nbackend = \"conjunction-oracle\"\n\n\
-             [[datasets]]\nid = \"sample\"\npath = \"{}\"\n",
+             [[datasets]]\nid = \"sample\"\npath = \"{}\"\n\n\
+             [[datasets]]\nid = \"dup\"\npath = \"dup.jsonl\"\n",
             sample.display()
         ),
+    )
+    .unwrap();
+    // A sentence said twice: split into two identical claims, one of which is a duplicate.
+    std::fs::write(
+        dir.join("dup.jsonl"),
+        "{\"id\": \"d1\", \"text\": \"The bridge collapsed on Monday. The bridge collapsed on Monday.\", \"references\": [\"The bridge collapsed on Monday.\"]}\n",
     )
     .unwrap();
     sweep
@@ -121,6 +128,23 @@ fn semantic_f1_and_rr_are_stored_and_texts_encoded_once() {
          and claims = \"references\" and abs(semantic_f1 - 1) > 1e-6",
     );
     assert_eq!(identical, "0");
+    let n_identical = sql(
+        &db,
+        "select count(*) from results where model = 'oracle' and mode = 'base' and claims = \"references\"",
+    );
+    assert_ne!(
+        n_identical, "0",
+        "the sample has examples the oracle splits exactly"
+    );
+    // RR = dup_count / |C| = 1/2 for the sentence said twice; Semantic-F1 is 1.
+    assert_eq!(
+        sql(
+            &db,
+            "select n_claims, rr, round(semantic_f1, 6) from example_metrics \
+             where run_id = 'enc1' and model = 'split' and mode = 'base' and example_id = 'd1'"
+        ),
+        "2|0.5|1.0"
+    );
 
     // Another run over the same texts: everything comes from the cache.
     let second = credence(&models)
