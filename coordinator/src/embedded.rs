@@ -11,6 +11,7 @@ use credence_shared::store::{
     sqlite::SqliteStore, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
 };
 use credence_shared::sweep::SweepSpec;
+use credence_worker::embed::CacheCounts;
 use credence_worker::handler::JobHandler;
 use credence_worker::job_loop::{consume, JobEvent, LoopSettings};
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub struct RunReport {
     pub interrupted: bool,
     /// Mean metrics per model x dataset x mode.
     pub summary: Vec<SummaryRow>,
+    /// Embedding cache hits and misses of this run (distinct texts per job), if the
+    /// sweep has an encoder.
+    pub embedding_cache: Option<CacheCounts>,
 }
 
 /// Runs a sweep to completion (or until `stop` turns true).
@@ -73,6 +77,7 @@ async fn execute(
         sweep,
         datasets,
         decomposers,
+        encoder,
         jobs,
     } = plan;
     let run = RunRecord {
@@ -107,7 +112,11 @@ async fn execute(
     queue.close();
 
     let progress = opts.progress.then(|| RunProgress::new(&jobs, &finished));
-    let handler = Arc::new(JobHandler::new(decomposers));
+    let mut handler = JobHandler::new(decomposers);
+    if let Some(scoring) = &encoder {
+        handler = handler.with_semantic_scoring(scoring.clone());
+    }
+    let handler = Arc::new(handler);
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..opts.workers.max(1) {
@@ -155,6 +164,7 @@ async fn execute(
         rejected: 0,
         interrupted: false,
         summary: Vec::new(),
+        embedding_cache: None,
     };
     while let Some(event) = events_rx.recv().await {
         match event {
@@ -184,5 +194,6 @@ async fn execute(
     report.interrupted = *stop.borrow()
         && report.already_done + report.completed + report.failed.len() < report.planned;
     report.summary = store.summary(&jobs).await?;
+    report.embedding_cache = encoder.map(|e| e.encoder.counts());
     Ok(report)
 }

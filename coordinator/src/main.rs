@@ -30,6 +30,10 @@ enum Command {
     Dlq(commands::dlq::DlqArgs),
     /// Build the benchmark datasets from their sources; print a dataset's marker profile.
     Dataset(commands::dataset::DatasetArgs),
+    /// Encode a JSONL file of texts with a sentence encoder; JSONL vectors out.
+    Embed(commands::embed::EmbedArgs),
+    /// Measure sentence-encoder throughput (sentences/s) per batch size.
+    BenchEmbed(commands::bench_embed::BenchEmbedArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +46,8 @@ fn main() -> std::process::ExitCode {
         Command::Coordinator(args) => commands::coordinator::run(args),
         Command::Dlq(args) => commands::dlq::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
+        Command::Embed(args) => commands::embed::run(args),
+        Command::BenchEmbed(args) => commands::bench_embed::run(args),
     };
     match result {
         Ok(code) => code,

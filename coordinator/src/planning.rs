@@ -6,6 +6,7 @@ use credence_shared::dataset::{self, LoadedDataset};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
 use credence_shared::sweep::SweepSpec;
 use credence_worker::decompose::{self, Decomposer};
+use credence_worker::handler::SemanticScoring;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub struct Plan {
     pub datasets: Vec<(String, LoadedDataset)>,
     /// Decomposers by model name.
     pub decomposers: HashMap<String, Arc<dyn Decomposer>>,
+    /// The sweep's encoder behind the embedding cache, if it has an `[encoder]`.
+    pub encoder: Option<Arc<SemanticScoring>>,
     /// Every job of the run, in plan order.
     pub jobs: Vec<Job>,
 }
@@ -44,6 +47,14 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
         });
         decomposers.insert(m.name.clone(), d);
     }
+    let encoder = match &sweep.encoder {
+        None => None,
+        Some(spec) => Some(Arc::new(
+            SemanticScoring::load(spec, sweep.verifier.tau_dup)
+                .with_context(|| format!("loading encoder {:?}", spec.preset))?,
+        )),
+    };
+    let encoder_fingerprint = encoder.as_ref().map(|e| e.encoder.encoder().fingerprint());
     let planned: Vec<PlannedDataset> = datasets
         .iter()
         .map(|(id, d)| PlannedDataset {
@@ -58,22 +69,24 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
         &planned,
         &sweep.modes,
         sweep.shard_size,
-        &config_version(&sweep),
+        &config_version(&sweep, encoder_fingerprint),
     );
     Ok(Plan {
         sweep,
         datasets,
         decomposers,
+        encoder,
         jobs,
     })
 }
 
-/// Hash of the settings that change results, beyond model and dataset.
-pub fn config_version(sweep: &SweepSpec) -> String {
+/// Hash of the settings that change results, beyond model and dataset. The encoder
+/// enters by fingerprint (weights, pooling, prefix, length), not by name.
+pub fn config_version(sweep: &SweepSpec, encoder_fingerprint: Option<&str>) -> String {
     let settings = serde_json::json!({
         "pipeline": PIPELINE_VERSION,
         "verifier": sweep.verifier,
-        "encoder": sweep.encoder.as_ref().map(|e| &e.preset),
+        "encoder": encoder_fingerprint,
         "models": sweep.models.iter().map(|m| (&m.name, m.prompt, m.max_new_tokens)).collect::<Vec<_>>(),
     });
     hex::encode(Sha256::digest(settings.to_string().as_bytes()))[..16].to_string()

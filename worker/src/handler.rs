@@ -3,14 +3,18 @@
 //! job's mode, and scores the claims. A handler built with [`JobHandler::from_store`]
 //! (a distributed worker, which is not given the sweep) loads a model the first time a
 //! job needs it, from the model's spec in the run's recorded sweep, and keeps it for
-//! every later job with the same fingerprint.
+//! every later job with the same fingerprint. With an encoder (the sweep's `[encoder]`)
+//! it also computes Semantic-F1 and RR, embedding every distinct claim and reference of
+//! the shard once through the store's embedding cache.
 
 use crate::decompose::{DecomposeError, Decomposer};
+use crate::embed::{self, CachedEncoder, EmbedError, EncoderOptions};
 use credence_shared::domain::{ExampleMetrics, ExampleResult, Mode};
 use credence_shared::job::Job;
+use credence_shared::metrics::semantic::{redundancy_rate, semantic_f1, CosineMatrix};
 use credence_shared::metrics::soft_f1::jaccard_f1;
 use credence_shared::store::{Store, StoreError};
-use credence_shared::sweep::SweepSpec;
+use credence_shared::sweep::{EncoderSpec, SweepSpec};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -64,6 +68,22 @@ pub enum JobError {
         /// What went wrong.
         message: String,
     },
+    /// The run's sweep, as recorded in the store, cannot be read.
+    #[error("job {key}: {message}")]
+    RecordedSweep {
+        /// Job key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Embedding the claims or references failed.
+    #[error("job {key}: embeddings: {source}")]
+    Embed {
+        /// Job key.
+        key: String,
+        /// The encoder's or cache's error.
+        source: EmbedError,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -77,12 +97,40 @@ impl JobError {
     }
 }
 
+/// What the handler needs for the embedding metrics.
+pub struct SemanticScoring {
+    /// The sweep's encoder behind the embedding cache.
+    pub encoder: Arc<CachedEncoder>,
+    /// Cosine at or above which two claims are duplicates (RR).
+    pub tau_dup: f64,
+}
+
+impl SemanticScoring {
+    /// Loads the encoder a sweep's `[encoder]` names, with the verifier's `tau_dup`.
+    pub fn load(spec: &EncoderSpec, tau_dup: f64) -> Result<Self, EmbedError> {
+        let options = EncoderOptions {
+            batch_size: spec.batch_size as usize,
+            ..EncoderOptions::default()
+        };
+        let encoder = embed::load_encoder(&spec.preset, spec.path.as_deref(), options)?;
+        Ok(SemanticScoring {
+            encoder: Arc::new(CachedEncoder::new(Arc::new(encoder))),
+            tau_dup,
+        })
+    }
+}
+
 /// Runs jobs against loaded models.
 pub struct JobHandler {
     decomposers: Mutex<HashMap<String, Arc<dyn Decomposer>>>,
     /// Models this handler may load from the store on first use (`None`: only the
     /// decomposers it was built with).
     loadable: Option<HashSet<String>>,
+    /// The embedding metrics of every job (embedded engine: the sweep is known).
+    semantic: Option<Arc<SemanticScoring>>,
+    /// The embedding metrics per run, loaded from the run's recorded sweep (distributed
+    /// workers); `None` for a run without an encoder.
+    semantic_by_run: Mutex<HashMap<String, Option<Arc<SemanticScoring>>>>,
 }
 
 impl JobHandler {
@@ -91,7 +139,21 @@ impl JobHandler {
         JobHandler {
             decomposers: Mutex::new(decomposers),
             loadable: None,
+            semantic: None,
+            semantic_by_run: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Also computes Semantic-F1 and RR with this encoder.
+    #[must_use]
+    pub fn with_semantic_scoring(mut self, scoring: Arc<SemanticScoring>) -> Self {
+        self.semantic = Some(scoring);
+        self
+    }
+
+    /// The encoder behind the embedding metrics given at construction, if any.
+    pub fn semantic_scoring(&self) -> Option<&Arc<SemanticScoring>> {
+        self.semantic.as_ref()
     }
 
     /// A handler that loads each of `models` on first use from the run's sweep as
@@ -100,6 +162,8 @@ impl JobHandler {
         JobHandler {
             decomposers: Mutex::new(HashMap::new()),
             loadable: Some(models.into_iter().collect()),
+            semantic: None,
+            semantic_by_run: Mutex::new(HashMap::new()),
         }
     }
 
@@ -140,12 +204,7 @@ impl JobHandler {
             model: job.model.clone(),
             message,
         };
-        let spec_json = store
-            .run_spec(&job.run_id)
-            .await?
-            .ok_or_else(|| load_error(format!("run {:?} is not in the store", job.run_id)))?;
-        let sweep: SweepSpec = serde_json::from_str(&spec_json)
-            .map_err(|e| load_error(format!("the run's recorded sweep: {e}")))?;
+        let sweep = recorded_sweep(job, store).await?.map_err(load_error)?;
         let spec = sweep
             .models
             .iter()
@@ -156,6 +215,51 @@ impl JobHandler {
         tracing::info!(model = %job.model, fingerprint = %decomposer.fingerprint(), "model loaded");
         self.loaded().insert(job.model.clone(), decomposer.clone());
         Ok(decomposer)
+    }
+
+    /// The embedding metrics of a job's run: the ones given at construction, or (for a
+    /// handler built with [`JobHandler::from_store`]) the encoder of the run's recorded
+    /// sweep, loaded once per run.
+    async fn semantic_for(
+        &self,
+        job: &Job,
+        store: &dyn Store,
+    ) -> Result<Option<Arc<SemanticScoring>>, JobError> {
+        if self.loadable.is_none() {
+            return Ok(self.semantic.clone());
+        }
+        if let Some(known) = self.semantic_runs().get(&job.run_id) {
+            return Ok(known.clone());
+        }
+        let embed_error = |source| JobError::Embed {
+            key: job.key.clone(),
+            source,
+        };
+        let sweep =
+            recorded_sweep(job, store)
+                .await?
+                .map_err(|message| JobError::RecordedSweep {
+                    key: job.key.clone(),
+                    message,
+                })?;
+        let scoring = match &sweep.encoder {
+            None => None,
+            Some(spec) => Some(Arc::new(
+                SemanticScoring::load(spec, sweep.verifier.tau_dup).map_err(embed_error)?,
+            )),
+        };
+        self.semantic_runs()
+            .insert(job.run_id.clone(), scoring.clone());
+        Ok(scoring)
+    }
+
+    fn semantic_runs(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Option<Arc<SemanticScoring>>>> {
+        // Every mutation is one insert, so a poisoned map is still consistent.
+        self.semantic_by_run
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Computes the results of a job (without writing them).
@@ -169,8 +273,10 @@ impl JobHandler {
                 planned: job.model_fingerprint.clone(),
             });
         }
+        let semantic = self.semantic_for(job, store).await?;
         let examples = store.shard_examples(job).await?;
         let mut results = Vec::with_capacity(examples.len());
+        let mut references = Vec::with_capacity(examples.len());
         for ex in examples {
             let base =
                 decomposer
@@ -197,7 +303,56 @@ impl JobHandler {
                 llm_calls: base.llm_calls,
                 metrics,
             });
+            references.push(ex.references);
+        }
+        if let Some(scoring) = &semantic {
+            score_semantic(scoring, store, &mut results, &references)
+                .await
+                .map_err(|source| JobError::Embed {
+                    key: job.key.clone(),
+                    source,
+                })?;
         }
         Ok(results)
     }
+}
+
+/// The sweep of a job's run as recorded in the store; the inner error says what is wrong
+/// with it.
+async fn recorded_sweep(
+    job: &Job,
+    store: &dyn Store,
+) -> Result<Result<SweepSpec, String>, StoreError> {
+    let Some(spec_json) = store.run_spec(&job.run_id).await? else {
+        return Ok(Err(format!("run {:?} is not in the store", job.run_id)));
+    };
+    Ok(serde_json::from_str(&spec_json).map_err(|e| format!("the run's recorded sweep: {e}")))
+}
+
+/// Fills in Semantic-F1 (average-max, claims vs references) and RR (claims vs claims)
+/// of each result; all texts of the shard are embedded in one cached call.
+async fn score_semantic(
+    scoring: &SemanticScoring,
+    store: &dyn Store,
+    results: &mut [ExampleResult],
+    references: &[Vec<String>],
+) -> Result<(), EmbedError> {
+    let texts: Vec<String> = results
+        .iter()
+        .zip(references)
+        .flat_map(|(r, refs)| r.claims.iter().chain(refs).cloned())
+        .collect();
+    let vectors = scoring.encoder.embed(store, &texts).await?;
+    let mut rest = vectors.as_slice();
+    for (r, refs) in results.iter_mut().zip(references) {
+        let (claims, after) = rest.split_at(r.claims.len());
+        let (refs_v, after) = after.split_at(refs.len());
+        rest = after;
+        r.metrics.semantic_f1 = Some(semantic_f1(&CosineMatrix::new(claims, refs_v)).f1);
+        r.metrics.rr = Some(redundancy_rate(
+            &CosineMatrix::new(claims, claims),
+            scoring.tau_dup,
+        ));
+    }
+    Ok(())
 }

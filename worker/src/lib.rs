@@ -1,8 +1,9 @@
-//! Everything in credence that needs a model: decomposers ([`decompose`]), the job
-//! handler ([`handler`]), the consumer loop ([`job_loop`]) that both engines run, and the
-//! distributed engine's worker process ([`serve`]).
+//! Everything in credence that needs a model: decomposers ([`decompose`]), sentence
+//! encoders ([`embed`]), the job handler ([`handler`]), the consumer loop ([`job_loop`])
+//! that both engines run, and the distributed engine's worker process ([`serve`]).
 
 pub mod decompose;
+pub mod embed;
 pub mod handler;
 pub mod job_loop;
 pub mod serve;

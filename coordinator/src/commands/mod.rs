@@ -1,8 +1,10 @@
 //! One module per subcommand; each parses its arguments and calls the library.
 
+pub mod bench_embed;
 pub mod coordinator;
 pub mod dataset;
 pub mod dlq;
+pub mod embed;
 pub mod run;
 mod signals;
 pub mod sweep;

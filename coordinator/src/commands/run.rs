@@ -66,6 +66,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 report.completed,
                 report.failed.len()
             );
+            if let Some(c) = report.embedding_cache {
+                eprintln!("embedding cache: {} hits, {} misses", c.hits, c.misses);
+            }
             print!("{}", summary::render(&report.summary));
             println!("results: {}", args.db.display());
         }

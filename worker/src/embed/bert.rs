@@ -1,0 +1,372 @@
+//! The candle implementation of [`Encoder`] for BERT-family sentence encoders (BGE,
+//! MiniLM, e5): a local folder with `config.json`, `model.safetensors` (or
+//! `pytorch_model.bin`) and `tokenizer.json`, run with candle-transformers' BERT.
+//!
+//! The tokenizer's own padding and truncation are replaced: each input is truncated at
+//! the resolved maximum length (special tokens included, as sentence-transformers does)
+//! and padded only to the longest input of its batch. Inputs are sorted by length before
+//! batching, so a batch holds sentences of similar length and little padding, and the
+//! vectors come back in input order. Identical texts in one call are encoded once.
+
+use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
+use super::{EmbedError, Encoder};
+use candle_core::{DType, Device, Tensor, D};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+/// Version of the fingerprint recipe; bump it when what goes into a vector changes.
+const FINGERPRINT_VERSION: &str = "credence-encoder-1";
+
+/// Numeric precision of the weights and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 32-bit floats (the only choice on CPU).
+    #[default]
+    F32,
+    /// 16-bit floats (CUDA).
+    F16,
+    /// bfloat16 (CUDA).
+    Bf16,
+}
+
+impl Precision {
+    fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::F16 => DType::F16,
+            Precision::Bf16 => DType::BF16,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+/// How to run an encoder.
+#[derive(Debug, Clone)]
+pub struct EncoderOptions {
+    /// Sentences per forward pass.
+    pub batch_size: usize,
+    /// Where the model runs.
+    pub device: Device,
+    /// Weight and activation precision; half precision needs CUDA.
+    pub precision: Precision,
+}
+
+impl Default for EncoderOptions {
+    fn default() -> Self {
+        EncoderOptions {
+            batch_size: 64,
+            device: Device::Cpu,
+            precision: Precision::F32,
+        }
+    }
+}
+
+/// The device named `cpu`, `cuda` or `cuda:N`. CUDA needs the `cuda` cargo feature.
+pub fn device(name: &str) -> Result<Device, EmbedError> {
+    let cuda_ordinal = match name {
+        "cpu" => return Ok(Device::Cpu),
+        "cuda" => 0,
+        other => other
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| EmbedError::Device {
+                message: format!("unknown device {other:?}; expected cpu, cuda or cuda:N"),
+            })?,
+    };
+    if !cfg!(feature = "cuda") {
+        return Err(EmbedError::Device {
+            message: format!(
+                "device {name:?} needs credence built with `--features cuda` (candle's CUDA backend)"
+            ),
+        });
+    }
+    Device::new_cuda(cuda_ordinal).map_err(|e| EmbedError::Device {
+        message: format!("{name}: {e}"),
+    })
+}
+
+/// A BERT-family sentence encoder loaded from a local folder.
+pub struct BertEncoder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    settings: EncoderSettings,
+    options: EncoderOptions,
+    pad_id: u32,
+    dim: usize,
+    fingerprint: String,
+    folder: PathBuf,
+}
+
+impl BertEncoder {
+    /// Loads the encoder in `folder`. `preset` (if known) fixes pooling and prefix; see
+    /// [`EncoderSettings::resolve`] for how the folder's files fill in the rest.
+    pub fn load(
+        folder: &Path,
+        preset: Option<&Preset>,
+        options: EncoderOptions,
+    ) -> Result<Self, EmbedError> {
+        if options.batch_size == 0 {
+            return Err(EmbedError::Device {
+                message: "batch size must be at least 1".into(),
+            });
+        }
+        if options.precision != Precision::F32 && !options.device.is_cuda() {
+            return Err(EmbedError::Device {
+                message: format!(
+                    "{} precision needs a CUDA device; the CPU runs f32",
+                    options.precision.as_str()
+                ),
+            });
+        }
+        let config_path = folder.join("config.json");
+        let config: Config = read_json(&config_path)?;
+        if let Some(t) = config.model_type.as_deref().filter(|t| *t != "bert") {
+            return Err(EmbedError::Unsupported {
+                path: config_path,
+                message: format!(
+                    "model_type {t:?}; only BERT-family encoders (\"bert\") load here"
+                ),
+            });
+        }
+        let settings = EncoderSettings::resolve(preset, folder, config.max_position_embeddings)?;
+        let tokenizer_path = folder.join("tokenizer.json");
+        let tokenizer = load_tokenizer(&tokenizer_path, settings.max_len)?;
+
+        let dtype = options.precision.dtype();
+        let safetensors = folder.join("model.safetensors");
+        let pth = folder.join("pytorch_model.bin");
+        let (weights_sha, vb) = if safetensors.is_file() {
+            let bytes = read_file(&safetensors)?;
+            let sha = Sha256::digest(&bytes);
+            let vb = VarBuilder::from_buffered_safetensors(bytes, dtype, &options.device).map_err(
+                |source| EmbedError::Weights {
+                    path: safetensors.clone(),
+                    source,
+                },
+            )?;
+            (sha, vb)
+        } else if pth.is_file() {
+            let sha = Sha256::digest(read_file(&pth)?);
+            let vb = VarBuilder::from_pth(&pth, dtype, &options.device).map_err(|source| {
+                EmbedError::Weights {
+                    path: pth.clone(),
+                    source,
+                }
+            })?;
+            (sha, vb)
+        } else {
+            return Err(EmbedError::MissingFile {
+                folder: folder.to_path_buf(),
+                what: "model.safetensors or pytorch_model.bin",
+            });
+        };
+        let weights_path = if safetensors.is_file() {
+            safetensors
+        } else {
+            pth
+        };
+        let model = BertModel::load(vb, &config).map_err(|source| EmbedError::Weights {
+            path: weights_path,
+            source,
+        })?;
+
+        let config_bytes = read_file(&config_path)?;
+        let tokenizer_bytes = read_file(&tokenizer_path)?;
+        let max_len = settings.max_len.to_string();
+        let parts: [&[u8]; 8] = [
+            FINGERPRINT_VERSION.as_bytes(),
+            &weights_sha[..],
+            &config_bytes,
+            &tokenizer_bytes,
+            settings.pooling.as_str().as_bytes(),
+            settings.prefix.as_bytes(),
+            max_len.as_bytes(),
+            b"l2",
+        ];
+        let mut h = Sha256::new();
+        for part in parts {
+            // Length-prefixed so that no two different part lists hash alike.
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        let fingerprint = hex::encode(h.finalize());
+        tracing::info!(
+            folder = %folder.display(),
+            pooling = settings.pooling.as_str(),
+            prefix = %settings.prefix,
+            max_len = settings.max_len,
+            fingerprint = %&fingerprint[..12],
+            "encoder loaded"
+        );
+        Ok(BertEncoder {
+            model,
+            tokenizer,
+            settings,
+            pad_id: config.pad_token_id as u32,
+            dim: config.hidden_size,
+            options,
+            fingerprint,
+            folder: folder.to_path_buf(),
+        })
+    }
+
+    /// Pooling, prefix and maximum length in use.
+    pub fn settings(&self) -> &EncoderSettings {
+        &self.settings
+    }
+
+    /// Sentences per forward pass.
+    pub fn batch_size(&self) -> usize {
+        self.options.batch_size
+    }
+
+    /// Changes the number of sentences per forward pass (at least 1).
+    pub fn set_batch_size(&mut self, batch_size: usize) {
+        self.options.batch_size = batch_size.max(1);
+    }
+
+    /// Word-piece ids of each text after prefix and truncation, special tokens included.
+    pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, EmbedError> {
+        let inputs: Vec<String> = texts
+            .iter()
+            .map(|t| format!("{}{t}", self.settings.prefix))
+            .collect();
+        let encodings =
+            self.tokenizer
+                .encode_batch(inputs, true)
+                .map_err(|e| EmbedError::Tokenizer {
+                    path: self.folder.join("tokenizer.json"),
+                    message: e.to_string(),
+                })?;
+        Ok(encodings
+            .into_iter()
+            .map(|e| e.get_ids().to_vec())
+            .collect())
+    }
+
+    /// One forward pass over sequences padded to the longest; one unit vector per row.
+    fn encode_batch(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let device = &self.options.device;
+        let longest = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(batch.len() * longest);
+        let mut mask = Vec::with_capacity(batch.len() * longest);
+        for seq in batch {
+            ids.extend_from_slice(seq);
+            ids.extend(std::iter::repeat_n(self.pad_id, longest - seq.len()));
+            mask.extend(std::iter::repeat_n(1u32, seq.len()));
+            mask.extend(std::iter::repeat_n(0u32, longest - seq.len()));
+        }
+        let ids = Tensor::from_vec(ids, (batch.len(), longest), device)?;
+        let mask = Tensor::from_vec(mask, (batch.len(), longest), device)?;
+        let token_types = ids.zeros_like()?;
+        let states = self.model.forward(&ids, &token_types, Some(&mask))?;
+        let states = states.to_dtype(DType::F32)?;
+        let pooled = match self.settings.pooling {
+            Pooling::Cls => states.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let summed = states.broadcast_mul(&m)?.sum(1)?;
+                let counts = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+                summed.broadcast_div(&counts)?
+            }
+        };
+        let norms = pooled
+            .sqr()?
+            .sum_keepdim(D::Minus1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
+        pooled.broadcast_div(&norms)?.to_vec2::<f32>()
+    }
+}
+
+impl Encoder for BertEncoder {
+    fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Each distinct text once.
+        let mut first: HashMap<&str, usize> = HashMap::with_capacity(texts.len());
+        let mut distinct: Vec<&str> = Vec::new();
+        let slot: Vec<usize> = texts
+            .iter()
+            .map(|t| {
+                *first.entry(*t).or_insert_with(|| {
+                    distinct.push(*t);
+                    distinct.len() - 1
+                })
+            })
+            .collect();
+        let ids = self.token_ids(&distinct)?;
+        // Longest first, ties in input order: batches of near-equal length.
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
+        let _span = tracing::debug_span!("encode", n = distinct.len()).entered();
+        for chunk in order.chunks(self.options.batch_size) {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            let out = self.encode_batch(&batch).map_err(EmbedError::Model)?;
+            for (&i, v) in chunk.iter().zip(out) {
+                vectors[i] = v;
+            }
+        }
+        Ok(slot.into_iter().map(|s| vectors[s].clone()).collect())
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, EmbedError> {
+    std::fs::read(path).map_err(|source| EmbedError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The folder's tokenizer with its padding removed (batches pad themselves) and its
+/// truncation set to `max_len` (a MiniLM tokenizer.json says 128; sentence-transformers
+/// uses 256).
+fn load_tokenizer(path: &Path, max_len: usize) -> Result<Tokenizer, EmbedError> {
+    if !path.is_file() {
+        return Err(EmbedError::MissingFile {
+            folder: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            what: "tokenizer.json",
+        });
+    }
+    let tok_err = |e: tokenizers::Error| EmbedError::Tokenizer {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut tokenizer = Tokenizer::from_file(path).map_err(tok_err)?;
+    tokenizer.with_padding(None);
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            direction: TruncationDirection::Right,
+            max_length: max_len,
+            strategy: TruncationStrategy::LongestFirst,
+            stride: 0,
+        }))
+        .map_err(tok_err)?;
+    Ok(tokenizer)
+}
+
+/// The preset named like the folder, if any (`models/all-MiniLM-L6-v2` is MiniLM).
+pub fn preset_of_folder(folder: &Path) -> Option<&'static Preset> {
+    folder
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(preset::preset)
+}
