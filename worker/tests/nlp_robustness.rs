@@ -48,6 +48,27 @@ fn assert_well_formed(text: &str, doc: &Doc) {
     }
 }
 
+/// Equal docs, except that tok2vec sums may differ in the last bits (GEMM blocking
+/// depends on the batch's row count); every decision must be identical.
+fn assert_same_analysis(name: &str, a: &Doc, b: &Doc) {
+    let strip = |d: &Doc| {
+        let mut d = d.clone();
+        d.tokens.iter_mut().for_each(|t| t.t2v_sum = 0.0);
+        d
+    };
+    assert_eq!(
+        strip(a),
+        strip(b),
+        "{name}: batch and single analysis differ"
+    );
+    for (x, y) in a.tokens.iter().zip(&b.tokens) {
+        assert!(
+            (x.t2v_sum - y.t2v_sum).abs() < 1e-3,
+            "{name}: tok2vec differs"
+        );
+    }
+}
+
 #[test]
 fn awkward_inputs_give_well_formed_docs() {
     let Some(dir) = common::model_dir() else {
@@ -85,13 +106,15 @@ fn awkward_inputs_give_well_formed_docs() {
         ("50,000 characters", long_text),
     ];
     for (name, text) in &cases {
+        let t0 = std::time::Instant::now();
         let doc = nlp.analyze(text);
         assert_well_formed(text, &doc);
         eprintln!(
-            "{name}: {} chars, {} tokens, {} entities",
+            "{name}: {} chars, {} tokens, {} entities, {:.2}s",
             text.chars().count(),
             doc.tokens.len(),
-            doc.ents.len()
+            doc.ents.len(),
+            t0.elapsed().as_secs_f64()
         );
     }
     assert!(nlp.analyze("").tokens.is_empty());
@@ -113,11 +136,7 @@ fn awkward_inputs_give_well_formed_docs() {
     let texts: Vec<&str> = cases.iter().map(|(_, t)| t.as_str()).collect();
     let batch = nlp.analyze_batch(&texts);
     for ((name, text), doc) in cases.iter().zip(&batch) {
-        assert_eq!(
-            doc,
-            &nlp.analyze(text),
-            "{name}: batch and single analysis differ"
-        );
+        assert_same_analysis(name, doc, &nlp.analyze(text));
     }
 }
 

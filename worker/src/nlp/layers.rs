@@ -106,25 +106,26 @@ impl LayerNorm {
     }
 }
 
-/// seq2col with window 1 over consecutive blocks of rows: row i becomes
-/// `[x(i−1), x(i), x(i+1)]`, with zeros outside its block. `blocks` are the row counts
-/// of the blocks (the padded docs of a batch), which must sum to the rows of `x`.
-pub fn seq2col(x: &[f32], width: usize, blocks: &[usize]) -> Vec<f32> {
-    let rows = x.len() / width;
+/// seq2col with window 1 for selected rows: row i becomes `[x(i−1), x(i), x(i+1)]`,
+/// with zeros outside its block. Each range is `(first, end, block_start, block_end)`:
+/// rows `first..end` of the block `block_start..block_end` (a padded doc of a batch).
+/// The output holds the selected rows in order.
+pub fn seq2col_rows(x: &[f32], width: usize, ranges: &[(usize, usize, usize, usize)]) -> Vec<f32> {
+    let rows: usize = ranges.iter().map(|r| r.1 - r.0).sum();
     let mut out = vec![0.0; rows * 3 * width];
-    let mut start = 0;
-    for &len in blocks {
-        for i in start..start + len {
-            let o = &mut out[i * 3 * width..(i + 1) * 3 * width];
-            if i > start {
+    let mut k = 0;
+    for &(first, end, block_start, block_end) in ranges {
+        for i in first..end {
+            let o = &mut out[k * 3 * width..(k + 1) * 3 * width];
+            if i > block_start {
                 o[..width].copy_from_slice(&x[(i - 1) * width..i * width]);
             }
             o[width..2 * width].copy_from_slice(&x[i * width..(i + 1) * width]);
-            if i + 1 < start + len {
+            if i + 1 < block_end {
                 o[2 * width..].copy_from_slice(&x[(i + 1) * width..(i + 2) * width]);
             }
+            k += 1;
         }
-        start += len;
     }
     out
 }
@@ -162,11 +163,12 @@ mod tests {
     #[test]
     fn seq2col_zeroes_block_edges() {
         let x = [1.0, 2.0, 3.0, 4.0, 5.0];
-        let y = seq2col(&x, 1, &[2, 3]);
+        let y = seq2col_rows(&x, 1, &[(0, 2, 0, 2), (2, 5, 2, 5)]);
         assert_eq!(
             y,
             vec![0., 1., 2., 1., 2., 0., 0., 3., 4., 3., 4., 5., 4., 5., 0.]
         );
+        assert_eq!(seq2col_rows(&x, 1, &[(3, 4, 2, 5)]), vec![3., 4., 5.]);
     }
 
     #[test]

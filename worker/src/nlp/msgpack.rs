@@ -108,7 +108,7 @@ impl<'a> Reader<'a> {
             0xc0 => Ok(Value::Nil),
             0xc2 => Ok(Value::Bool(false)),
             0xc3 => Ok(Value::Bool(true)),
-            0xc4 | 0xc5 | 0xc6 => {
+            0xc4..=0xc6 => {
                 let n = self.len(1 << (marker - 0xc4))?;
                 Ok(Value::Bin(self.take(n)?))
             }

@@ -13,12 +13,22 @@ use super::msgpack::{self, Value};
 use super::parser_model::{greedy_step, ParserNetwork, Precomputed};
 use super::thinc::ThincModel;
 use super::tok2vec::{FeatureColumn, Tok2Vec};
-use super::tokenizer::{RawToken, Tokenizer};
+use super::tokenizer::{ChunkCache, RawToken, Tokenizer};
 use super::tree::deprojectivize;
 use super::NlpError;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+
+/// Texts tokenized with one chunk and lexeme cache.
+const PREPARE_GROUP: usize = 256;
+
+/// Lexical attributes of token texts already seen (like spaCy's vocab).
+#[derive(Default)]
+struct LexemeCache {
+    lexemes: HashMap<String, Arc<Lexeme>>,
+}
 
 /// Tokens per stacked batch: enough rows for GEMM to run at full speed.
 const BATCH_TOKENS: usize = 2048;
@@ -65,7 +75,7 @@ pub struct Nlp {
 struct Prepared<'t> {
     text: &'t str,
     tokens: Vec<RawToken>,
-    lexemes: Vec<Lexeme>,
+    lexemes: Vec<Arc<Lexeme>>,
 }
 
 fn decode<'a>(files: &'a ModelFiles, name: &str) -> Result<Value<'a>, NlpError> {
@@ -183,7 +193,11 @@ impl Nlp {
 
     /// Analyses one text on the calling thread.
     pub fn analyze(&self, text: &str) -> Doc {
-        let prepared = self.prepare(text);
+        let prepared = self.prepare(
+            text,
+            &mut ChunkCache::default(),
+            &mut LexemeCache::default(),
+        );
         self.run_batch(vec![prepared]).pop().unwrap_or_else(|| Doc {
             text: text.to_string(),
             tokens: Vec::new(),
@@ -206,8 +220,14 @@ impl Nlp {
     /// Tokenizes many texts on the current rayon pool.
     pub fn tokenize_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Vec<RawToken>> {
         texts
-            .par_iter()
-            .map(|t| self.tokenizer.tokenize(t.as_ref()))
+            .par_chunks(PREPARE_GROUP)
+            .flat_map_iter(|group| {
+                let mut cache = ChunkCache::default();
+                group
+                    .iter()
+                    .map(|t| self.tokenizer.tokenize_cached(t.as_ref(), &mut cache))
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
@@ -244,8 +264,7 @@ impl Nlp {
     /// Tokenizes in parallel and groups the docs into batches of about
     /// [`BATCH_TOKENS`] tokens.
     fn batches<'t, S: AsRef<str> + Sync>(&self, texts: &'t [S]) -> Vec<Vec<Prepared<'t>>> {
-        let prepared: Vec<Prepared<'_>> =
-            texts.par_iter().map(|t| self.prepare(t.as_ref())).collect();
+        let prepared = self.prepare_all(texts);
         let mut batches: Vec<Vec<Prepared<'_>>> = Vec::new();
         let mut size = BATCH_TOKENS;
         for p in prepared {
@@ -261,9 +280,41 @@ impl Nlp {
         batches
     }
 
-    fn prepare<'t>(&self, text: &'t str) -> Prepared<'t> {
-        let tokens = self.tokenizer.tokenize(text);
-        let lexemes = tokens.iter().map(|t| self.norms.lexeme(&t.text)).collect();
+    fn prepare_all<'t, S: AsRef<str> + Sync>(&self, texts: &'t [S]) -> Vec<Prepared<'t>> {
+        texts
+            .par_chunks(PREPARE_GROUP)
+            .flat_map_iter(|group| {
+                let mut chunks = ChunkCache::default();
+                let mut lexemes = LexemeCache::default();
+                group
+                    .iter()
+                    .map(|t| self.prepare(t.as_ref(), &mut chunks, &mut lexemes))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    fn prepare<'t>(
+        &self,
+        text: &'t str,
+        chunks: &mut ChunkCache,
+        cache: &mut LexemeCache,
+    ) -> Prepared<'t> {
+        let tokens = self.tokenizer.tokenize_cached(text, chunks);
+        if cache.lexemes.len() > 100_000 {
+            cache.lexemes.clear();
+        }
+        let lexemes = tokens
+            .iter()
+            .map(|t| match cache.lexemes.get(&t.text) {
+                Some(lx) => Arc::clone(lx),
+                None => {
+                    let lx = Arc::new(self.norms.lexeme(&t.text));
+                    cache.lexemes.insert(t.text.clone(), Arc::clone(&lx));
+                    lx
+                }
+            })
+            .collect();
         Prepared {
             text,
             tokens,
@@ -452,7 +503,10 @@ impl Nlp {
                 sent_start: sent_start[i],
                 ent_iob: ent_iob[i].to_string(),
                 ent_type: ent_type[i].to_string(),
-                norm: t.norm_override.filter(|n| !n.is_empty()).unwrap_or(lx.norm),
+                norm: t
+                    .norm_override
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| lx.norm.clone()),
                 ids: FeatureIds {
                     norm: 0,
                     prefix: lx.prefix_id,
@@ -460,10 +514,10 @@ impl Nlp {
                     shape: lx.shape_id,
                 },
                 t2v_sum: tokvecs[i * width..(i + 1) * width].iter().sum(),
-                shape: lx.shape,
-                prefix: lx.prefix,
-                suffix: lx.suffix,
-                lower: lx.lower,
+                shape: lx.shape.clone(),
+                prefix: lx.prefix.clone(),
+                suffix: lx.suffix.clone(),
+                lower: lx.lower.clone(),
                 is_space: lx.is_space,
                 text: t.text,
             })

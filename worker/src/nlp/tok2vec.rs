@@ -4,7 +4,7 @@
 //! own pad rows, so its output does not depend on its neighbours.
 
 use super::hashing::hashembed_words;
-use super::layers::{seq2col, LayerNorm, Maxout};
+use super::layers::{matmul_bt, seq2col_rows, LayerNorm, Maxout};
 use super::thinc::{Attr, ThincModel};
 use super::NlpError;
 
@@ -36,7 +36,9 @@ impl FeatureColumn {
 /// One HashEmbed table: each feature id selects 4 rows by MurmurHash3, summed.
 #[derive(Debug, Clone)]
 struct HashEmbed {
-    table: Vec<f32>,
+    /// The table projected through its slice of the embed reducer's weights:
+    /// rows × (reducer outputs · pieces), so embedding + reducer is a gather-add.
+    projected: Vec<f32>,
     rows: usize,
     seed: u32,
     column: usize,
@@ -93,7 +95,8 @@ impl Tok2Vec {
                         ));
                     };
                     embeds.push(HashEmbed {
-                        table: model.param(node, "E", &[rows, width])?,
+                        // The raw table until the reducer is known (projected below).
+                        projected: model.param(node, "E", &[rows, width])?,
                         rows,
                         seed: model.int_attr(node, "seed")? as u32,
                         column: model.int_attr(node, "column")? as usize,
@@ -127,7 +130,7 @@ impl Tok2Vec {
             ));
         }
         let width = maxouts[0].n_out();
-        let in_width: usize = embeds.iter().map(|e| e.table.len() / e.rows).sum();
+        let in_width: usize = embeds.iter().map(|e| e.projected.len() / e.rows).sum();
         if maxouts[0].linear.n_in != in_width
             || maxouts[1..]
                 .iter()
@@ -141,6 +144,24 @@ impl Tok2Vec {
         let (Some(reducer), Some(reducer_norm)) = (reducer, reducer_norm) else {
             return Err(bad("maxout", "missing embed reducer".into()));
         };
+        // (Σ rows)·Wᵀ = Σ (row·Wᵀ): project each table once through its column block of
+        // the reducer's weights. Rounding differs from the concat-then-GEMM order by
+        // ~1e-6 like any BLAS; the parity checks cover it.
+        let n_out = reducer.linear.n_out;
+        let mut off = 0;
+        for e in &mut embeds {
+            let ew = e.projected.len() / e.rows;
+            let block: Vec<f32> = reducer
+                .linear
+                .w
+                .chunks_exact(in_width)
+                .flat_map(|row| row[off..off + ew].iter().copied())
+                .collect();
+            let mut projected = vec![0.0; e.rows * n_out];
+            matmul_bt(&e.projected, e.rows, ew, &block, n_out, &mut projected);
+            e.projected = projected;
+            off += ew;
+        }
         Ok(Tok2Vec {
             columns,
             embeds,
@@ -165,33 +186,35 @@ impl Tok2Vec {
         let p = self.pad;
         let lens: Vec<usize> = features.iter().map(|f| f.len() / n_cols.max(1)).collect();
         let total: usize = lens.iter().sum();
-        // Embed all real tokens of the batch at once.
-        let emb_width: usize = self.embeds.iter().map(|e| e.table.len() / e.rows).sum();
-        let mut x = vec![0.0f32; total * emb_width];
-        let mut row = 0;
+        // Embedding + reducer: gather-add the projected rows, add the bias, take the max
+        // over each unit's pieces.
+        let n_out = self.reducer.linear.n_out;
+        let n_pieces = self.reducer.n_pieces;
+        let mut acc = vec![0.0f32; n_out];
+        let mut reduced = Vec::with_capacity(total * w);
         for feats in features {
             for tok in feats.chunks_exact(n_cols) {
-                let out = &mut x[row * emb_width..(row + 1) * emb_width];
-                let mut off = 0;
+                acc.fill(0.0);
                 for e in &self.embeds {
-                    let ew = e.table.len() / e.rows;
-                    let dst = &mut out[off..off + ew];
                     for word in hashembed_words(tok[e.column], e.seed) {
                         let r = (word as usize) % e.rows;
-                        for (d, v) in dst.iter_mut().zip(&e.table[r * ew..(r + 1) * ew]) {
-                            *d += v;
+                        for (a, v) in acc.iter_mut().zip(&e.projected[r * n_out..(r + 1) * n_out]) {
+                            *a += v;
                         }
                     }
-                    off += ew;
                 }
-                row += 1;
+                for (a, b) in acc.iter_mut().zip(&self.reducer.linear.b) {
+                    *a += b;
+                }
+                reduced.extend(
+                    acc.chunks_exact(n_pieces)
+                        .map(|pieces| pieces.iter().copied().fold(f32::NEG_INFINITY, f32::max)),
+                );
             }
         }
-        let mut reduced = self.reducer.forward(&x, total);
         self.reducer_norm.forward_in_place(&mut reduced);
         // Lay the docs out with `pad` zero rows before and after each.
-        let blocks: Vec<usize> = lens.iter().map(|n| n + 2 * p).collect();
-        let rows: usize = blocks.iter().sum();
+        let rows: usize = lens.iter().map(|n| n + 2 * p).sum();
         let mut h = vec![0.0f32; rows * w];
         let (mut src, mut dst) = (0, 0);
         for &n in &lens {
@@ -199,12 +222,29 @@ impl Tok2Vec {
             src += n;
             dst += n + 2 * p;
         }
-        for (maxout, norm) in &self.cnn {
-            let cols = seq2col(&h, w, &blocks);
-            let mut y = maxout.forward(&cols, rows);
+        // Layer l only needs rows within (depth − 1 − l) of a real token: rows further
+        // out influence no real token's final vector, so they are not computed. Each
+        // computed row sees exactly the inputs it would in the full padded array.
+        let depth = self.cnn.len();
+        for (l, (maxout, norm)) in self.cnn.iter().enumerate() {
+            let margin = p.min(depth - 1 - l.min(depth - 1));
+            let mut ranges = Vec::with_capacity(lens.len());
+            let mut block = 0;
+            for &n in &lens {
+                let lo = block + p - margin;
+                ranges.push((lo, lo + n + 2 * margin, block, block + n + 2 * p));
+                block += n + 2 * p;
+            }
+            let cols = seq2col_rows(&h, w, &ranges);
+            let computed = cols.len() / (3 * w);
+            let mut y = maxout.forward(&cols, computed);
             norm.forward_in_place(&mut y);
-            for (a, b) in h.iter_mut().zip(&y) {
-                *a += b;
+            let mut src = 0;
+            for &(lo, hi, _, _) in &ranges {
+                for (a, b) in h[lo * w..hi * w].iter_mut().zip(&y[src * w..]) {
+                    *a += b;
+                }
+                src += hi - lo;
             }
         }
         let mut out = Vec::with_capacity(lens.len());

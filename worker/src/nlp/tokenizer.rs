@@ -98,6 +98,31 @@ pub fn python_regex_to_rust(src: &str) -> String {
     out
 }
 
+/// Bytes of a chunk the affix searches look at first (far longer than any bounded
+/// prefix or suffix rule).
+const AFFIX_WINDOW: usize = 64;
+
+/// The largest char boundary of `s` at or below `i`.
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Tokens of whitespace-free chunks already seen (spaCy keeps the same cache): the
+/// affix rules make the same decision for the same chunk in any doc.
+#[derive(Debug, Default)]
+pub struct ChunkCache {
+    chunks: HashMap<String, Vec<RawToken>>,
+}
+
+/// Entries after which a [`ChunkCache`] starts over, bounding its memory.
+const CHUNK_CACHE_LIMIT: usize = 50_000;
+
 fn compile(data: &Value<'_>, key: &str) -> Result<Option<Regex>, NlpError> {
     match data.get(key) {
         None | Some(Value::Nil) => Ok(None),
@@ -202,7 +227,7 @@ impl Tokenizer {
             if !joins {
                 continue;
             }
-            let toks = self.tokenize_affixes(key, false);
+            let toks = self.tokenize_affixes(key, None);
             let texts: Vec<&str> = toks.iter().map(|t| t.text.as_str()).collect();
             if let Some(&head) = texts.first() {
                 first.insert(head.to_string());
@@ -217,12 +242,35 @@ impl Tokenizer {
         self.max_pattern_len = max_len;
     }
 
+    /// Prefix length. Every prefix rule is anchored at the start and all but `^\.\.+`
+    /// are short, so the search runs on a head window; a match reaching the window's
+    /// end may be longer (or its lookahead wrong) and is redone on the whole string.
     fn prefix_len(&self, s: &str) -> usize {
-        search_len(&self.prefix, s)
+        let end = floor_char_boundary(s, AFFIX_WINDOW);
+        if end == s.len() {
+            return search_len(&self.prefix, s);
+        }
+        match search_len(&self.prefix, &s[..end]) {
+            n if n == end => search_len(&self.prefix, s),
+            n => n,
+        }
     }
 
+    /// Suffix length (leftmost match start wins). Every suffix rule ends in `$` and all
+    /// but `\.\.+$` are short, so the search starts in a tail window (lookbehinds still
+    /// see the text before it); a match starting at the window's start may extend
+    /// further left and is redone on the whole string. Keeps long chunks linear.
     fn suffix_len(&self, s: &str) -> usize {
-        search_len(&self.suffix, s)
+        let Some(re) = &self.suffix else { return 0 };
+        let start = floor_char_boundary(s, s.len().saturating_sub(AFFIX_WINDOW));
+        if start == 0 {
+            return search_len(&self.suffix, s);
+        }
+        match re.find_from_pos(s, start) {
+            Ok(Some(m)) if m.start() > start => m.end() - m.start(),
+            Ok(None) => 0,
+            _ => search_len(&self.suffix, s),
+        }
     }
 
     fn infixes(&self, s: &str) -> Vec<(usize, usize)> {
@@ -251,7 +299,12 @@ impl Tokenizer {
 
     /// Tokenizes `text` (any Unicode; never fails).
     pub fn tokenize(&self, text: &str) -> Vec<RawToken> {
-        let toks = self.tokenize_affixes(text, true);
+        self.tokenize_cached(text, &mut ChunkCache::default())
+    }
+
+    /// [`Tokenizer::tokenize`] reusing the tokens of chunks seen before.
+    pub fn tokenize_cached(&self, text: &str, cache: &mut ChunkCache) -> Vec<RawToken> {
+        let toks = self.tokenize_affixes(text, Some(cache));
         let mut toks = self.apply_special_cases(toks);
         let mut idx = 0;
         for t in &mut toks {
@@ -261,8 +314,9 @@ impl Tokenizer {
         toks
     }
 
-    /// Steps A-C: whitespace chunks, then special cases and affixes per chunk.
-    fn tokenize_affixes(&self, text: &str, with_special: bool) -> Vec<RawToken> {
+    /// Steps A-C. With a cache (the normal path) special cases apply; without one
+    /// (building the Step D patterns) only the affix rules do.
+    fn tokenize_affixes(&self, text: &str, mut cache: Option<&mut ChunkCache>) -> Vec<RawToken> {
         let mut out: Vec<RawToken> = Vec::new();
         let Some(first) = text.chars().next() else {
             return out;
@@ -274,7 +328,7 @@ impl Tokenizer {
                 continue;
             }
             if start < i {
-                self.tokenize_chunk(&mut out, &text[start..i], with_special);
+                self.cached_chunk(&mut out, &text[start..i], cache.as_deref_mut());
             }
             if c == ' ' {
                 if let Some(last) = out.last_mut() {
@@ -287,7 +341,7 @@ impl Tokenizer {
             in_ws = !in_ws;
         }
         if start < text.len() {
-            self.tokenize_chunk(&mut out, &text[start..], with_special);
+            self.cached_chunk(&mut out, &text[start..], cache);
             if let Some(last) = out.last_mut() {
                 last.spacy = false;
             }
@@ -311,6 +365,23 @@ impl Tokenizer {
 
     fn is_special(&self, with_special: bool, s: &str) -> bool {
         with_special && self.exceptions.contains_key(s)
+    }
+
+    fn cached_chunk(&self, out: &mut Vec<RawToken>, chunk: &str, cache: Option<&mut ChunkCache>) {
+        let Some(cache) = cache else {
+            self.tokenize_chunk(out, chunk, false);
+            return;
+        };
+        if let Some(toks) = cache.chunks.get(chunk) {
+            out.extend_from_slice(toks);
+            return;
+        }
+        let from = out.len();
+        self.tokenize_chunk(out, chunk, true);
+        if cache.chunks.len() >= CHUNK_CACHE_LIMIT {
+            cache.chunks.clear();
+        }
+        cache.chunks.insert(chunk.to_string(), out[from..].to_vec());
     }
 
     fn tokenize_chunk(&self, out: &mut Vec<RawToken>, chunk: &str, with_special: bool) {

@@ -54,8 +54,8 @@ fn edge_pass(heads: &[usize], left: &mut [usize], right: &mut [usize]) -> bool {
         }
     }
     let mut cur = 0;
-    for i in 0..n {
-        if (i > 0 && is_start[i]) || i + 1 == n {
+    for (i, &starts) in is_start.iter().enumerate() {
+        if (i > 0 && starts) || i + 1 == n {
             if (cur..i).any(|j| heads[j] < cur || heads[j] > i) {
                 return false;
             }

@@ -1,6 +1,9 @@
 //! Shared set-up for the NLP tests: where the model folder and the shared data are, and
 //! the CI rule (under `CI=true` a missing model or data file fails the test).
 
+// Each test binary compiles this module and uses only some of it.
+#![allow(dead_code)]
+
 use std::path::PathBuf;
 
 /// Whether the tests run under CI (`CI=true`).
