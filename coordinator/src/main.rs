@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Run a sweep on this machine (in-process queue + SQLite); resumes when run again.
     Run(commands::run::RunArgs),
+    /// The pure-Rust spaCy en_core_web_sm: parse JSONL texts, or benchmark it.
+    Nlp(commands::nlp::NlpArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +29,7 @@ fn main() -> std::process::ExitCode {
     commands::init_tracing();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Nlp(args) => commands::nlp::run(args),
     };
     match result {
         Ok(code) => code,

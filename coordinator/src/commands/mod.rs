@@ -1,5 +1,6 @@
 //! One module per subcommand; each parses its arguments and calls the library.
 
+pub mod nlp;
 pub mod run;
 
 /// Logs go to standard error, filtered by `RUST_LOG` (default: warnings).
