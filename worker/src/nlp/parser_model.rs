@@ -2,10 +2,13 @@
 //! lower layer (one GEMM over all tokens), and per-state maxout hidden + upper layer.
 //! Shared by the dependency parser and the NER (which also owns its tok2vec).
 
-use super::layers::{matmul_bt, Linear};
+use super::layers::{dot, matmul_bt, Linear};
 use super::thinc::ThincModel;
 use super::tok2vec::Tok2Vec;
 use super::NlpError;
+
+/// Largest hidden width × pieces the per-state buffer holds (128 in en_core_web_sm).
+const MAX_SLOT: usize = 512;
 
 /// The network of a transition-based component.
 #[derive(Debug, Clone)]
@@ -74,7 +77,7 @@ impl ParserNetwork {
                 format!("shape {dims:?}, expected 4-D"),
             ));
         };
-        if ni != projection.n_out || upper.n_in != no {
+        if ni != projection.n_out || upper.n_in != no || no * np > MAX_SLOT {
             return Err(bad(
                 "precomputable_affine",
                 "layer widths do not chain".into(),
@@ -137,7 +140,8 @@ impl ParserNetwork {
     /// Scores every action for a state given its token ids (−1 = none).
     pub fn scores(&self, pre: &Precomputed, ids: &[isize], hidden: &mut Vec<f32>, out: &mut [f32]) {
         let slot = pre.slot;
-        let mut u = vec![0.0f32; slot];
+        let mut u = [0.0f32; MAX_SLOT];
+        let u = &mut u[..slot];
         for (f, &id) in ids.iter().enumerate().take(pre.n_features) {
             let src = if id >= 0 {
                 let t = id as usize;
@@ -160,7 +164,7 @@ impl ParserNetwork {
         );
         let n_in = self.upper.n_in;
         for (o, row) in out.iter_mut().zip(self.upper.w.chunks_exact(n_in)) {
-            *o = row.iter().zip(hidden.iter()).map(|(w, h)| w * h).sum();
+            *o = dot(row, hidden);
         }
         for (o, b) in out.iter_mut().zip(&self.upper.b) {
             *o += b;

@@ -13,22 +13,16 @@ use super::msgpack::{self, Value};
 use super::parser_model::{greedy_step, ParserNetwork, Precomputed};
 use super::thinc::ThincModel;
 use super::tok2vec::{FeatureColumn, Tok2Vec};
-use super::tokenizer::{ChunkCache, RawToken, Tokenizer};
+use super::tokenizer::{RawToken, Tokenizer};
 use super::tree::deprojectivize;
 use super::NlpError;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Texts tokenized with one chunk and lexeme cache.
-const PREPARE_GROUP: usize = 256;
-
-/// Lexical attributes of token texts already seen (like spaCy's vocab).
-#[derive(Default)]
-struct LexemeCache {
-    lexemes: HashMap<String, Arc<Lexeme>>,
-}
+/// Entries after which the lexeme cache starts over, bounding its memory.
+const LEXEME_CACHE_LIMIT: usize = 100_000;
 
 /// Tokens per stacked batch: enough rows for GEMM to run at full speed.
 const BATCH_TOKENS: usize = 2048;
@@ -69,6 +63,9 @@ pub struct Nlp {
     ner: ParserNetwork,
     ner_actions: ActionTable<BiluoMove>,
     ruler: AttributeRuler,
+    /// Lexical attributes of token texts already seen, shared by all threads (like
+    /// spaCy's vocab).
+    lexemes: Mutex<HashMap<String, Arc<Lexeme>>>,
 }
 
 /// A tokenized doc waiting for the networks.
@@ -183,6 +180,7 @@ impl Nlp {
             ner,
             ner_actions: ActionTable::new(ner_moves),
             ruler,
+            lexemes: Mutex::new(HashMap::new()),
         })
     }
 
@@ -193,11 +191,7 @@ impl Nlp {
 
     /// Analyses one text on the calling thread.
     pub fn analyze(&self, text: &str) -> Doc {
-        let prepared = self.prepare(
-            text,
-            &mut ChunkCache::default(),
-            &mut LexemeCache::default(),
-        );
+        let prepared = self.prepare(text);
         self.run_batch(vec![prepared]).pop().unwrap_or_else(|| Doc {
             text: text.to_string(),
             tokens: Vec::new(),
@@ -220,14 +214,8 @@ impl Nlp {
     /// Tokenizes many texts on the current rayon pool.
     pub fn tokenize_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Vec<RawToken>> {
         texts
-            .par_chunks(PREPARE_GROUP)
-            .flat_map_iter(|group| {
-                let mut cache = ChunkCache::default();
-                group
-                    .iter()
-                    .map(|t| self.tokenizer.tokenize_cached(t.as_ref(), &mut cache))
-                    .collect::<Vec<_>>()
-            })
+            .par_iter()
+            .map(|t| self.tokenizer.tokenize(t.as_ref()))
             .collect()
     }
 
@@ -281,40 +269,26 @@ impl Nlp {
     }
 
     fn prepare_all<'t, S: AsRef<str> + Sync>(&self, texts: &'t [S]) -> Vec<Prepared<'t>> {
-        texts
-            .par_chunks(PREPARE_GROUP)
-            .flat_map_iter(|group| {
-                let mut chunks = ChunkCache::default();
-                let mut lexemes = LexemeCache::default();
-                group
-                    .iter()
-                    .map(|t| self.prepare(t.as_ref(), &mut chunks, &mut lexemes))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        texts.par_iter().map(|t| self.prepare(t.as_ref())).collect()
     }
 
-    fn prepare<'t>(
-        &self,
-        text: &'t str,
-        chunks: &mut ChunkCache,
-        cache: &mut LexemeCache,
-    ) -> Prepared<'t> {
-        let tokens = self.tokenizer.tokenize_cached(text, chunks);
-        if cache.lexemes.len() > 100_000 {
-            cache.lexemes.clear();
+    fn lexeme(&self, text: &str) -> Arc<Lexeme> {
+        let cache = || self.lexemes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(lx) = cache().get(text) {
+            return Arc::clone(lx);
         }
-        let lexemes = tokens
-            .iter()
-            .map(|t| match cache.lexemes.get(&t.text) {
-                Some(lx) => Arc::clone(lx),
-                None => {
-                    let lx = Arc::new(self.norms.lexeme(&t.text));
-                    cache.lexemes.insert(t.text.clone(), Arc::clone(&lx));
-                    lx
-                }
-            })
-            .collect();
+        let lx = Arc::new(self.norms.lexeme(text));
+        let mut cache = cache();
+        if cache.len() >= LEXEME_CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(text.to_string(), Arc::clone(&lx));
+        lx
+    }
+
+    fn prepare<'t>(&self, text: &'t str) -> Prepared<'t> {
+        let tokens = self.tokenizer.tokenize(text);
+        let lexemes = tokens.iter().map(|t| self.lexeme(&t.text)).collect();
         Prepared {
             text,
             tokens,

@@ -7,6 +7,7 @@ use super::msgpack::Value;
 use super::NlpError;
 use fancy_regex::Regex;
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
 
 /// spaCy attribute ids used as keys inside the exceptions table.
 const ORTH: i128 = 65;
@@ -55,6 +56,9 @@ pub struct Tokenizer {
     special_patterns: HashMap<String, String>,
     special_first: HashSet<String>,
     max_pattern_len: usize,
+    /// Tokens of chunks already seen, shared by all threads (spaCy keeps the same
+    /// cache): the rules make the same decision for the same chunk in any doc.
+    chunk_cache: Mutex<HashMap<String, Vec<RawToken>>>,
 }
 
 /// Rewrites a Python `re` pattern into the fancy-regex dialect: `\uXXXX`/`\UXXXXXXXX`
@@ -113,15 +117,8 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// Tokens of whitespace-free chunks already seen (spaCy keeps the same cache): the
-/// affix rules make the same decision for the same chunk in any doc.
-#[derive(Debug, Default)]
-pub struct ChunkCache {
-    chunks: HashMap<String, Vec<RawToken>>,
-}
-
-/// Entries after which a [`ChunkCache`] starts over, bounding its memory.
-const CHUNK_CACHE_LIMIT: usize = 50_000;
+/// Entries after which the chunk cache starts over, bounding its memory.
+const CHUNK_CACHE_LIMIT: usize = 100_000;
 
 fn compile(data: &Value<'_>, key: &str) -> Result<Option<Regex>, NlpError> {
     match data.get(key) {
@@ -206,6 +203,7 @@ impl Tokenizer {
             special_patterns: HashMap::new(),
             special_first: HashSet::new(),
             max_pattern_len: 0,
+            chunk_cache: Mutex::new(HashMap::new()),
         };
         tok.build_special_patterns();
         Ok(tok)
@@ -227,7 +225,7 @@ impl Tokenizer {
             if !joins {
                 continue;
             }
-            let toks = self.tokenize_affixes(key, None);
+            let toks = self.tokenize_affixes(key, false);
             let texts: Vec<&str> = toks.iter().map(|t| t.text.as_str()).collect();
             if let Some(&head) = texts.first() {
                 first.insert(head.to_string());
@@ -299,12 +297,7 @@ impl Tokenizer {
 
     /// Tokenizes `text` (any Unicode; never fails).
     pub fn tokenize(&self, text: &str) -> Vec<RawToken> {
-        self.tokenize_cached(text, &mut ChunkCache::default())
-    }
-
-    /// [`Tokenizer::tokenize`] reusing the tokens of chunks seen before.
-    pub fn tokenize_cached(&self, text: &str, cache: &mut ChunkCache) -> Vec<RawToken> {
-        let toks = self.tokenize_affixes(text, Some(cache));
+        let toks = self.tokenize_affixes(text, true);
         let mut toks = self.apply_special_cases(toks);
         let mut idx = 0;
         for t in &mut toks {
@@ -314,9 +307,9 @@ impl Tokenizer {
         toks
     }
 
-    /// Steps A-C. With a cache (the normal path) special cases apply; without one
-    /// (building the Step D patterns) only the affix rules do.
-    fn tokenize_affixes(&self, text: &str, mut cache: Option<&mut ChunkCache>) -> Vec<RawToken> {
+    /// Steps A-C: whitespace chunks, then special cases (unless building the Step D
+    /// patterns) and affixes per chunk.
+    fn tokenize_affixes(&self, text: &str, with_special: bool) -> Vec<RawToken> {
         let mut out: Vec<RawToken> = Vec::new();
         let Some(first) = text.chars().next() else {
             return out;
@@ -328,7 +321,7 @@ impl Tokenizer {
                 continue;
             }
             if start < i {
-                self.cached_chunk(&mut out, &text[start..i], cache.as_deref_mut());
+                self.cached_chunk(&mut out, &text[start..i], with_special);
             }
             if c == ' ' {
                 if let Some(last) = out.last_mut() {
@@ -341,7 +334,7 @@ impl Tokenizer {
             in_ws = !in_ws;
         }
         if start < text.len() {
-            self.cached_chunk(&mut out, &text[start..], cache);
+            self.cached_chunk(&mut out, &text[start..], with_special);
             if let Some(last) = out.last_mut() {
                 last.spacy = false;
             }
@@ -367,21 +360,27 @@ impl Tokenizer {
         with_special && self.exceptions.contains_key(s)
     }
 
-    fn cached_chunk(&self, out: &mut Vec<RawToken>, chunk: &str, cache: Option<&mut ChunkCache>) {
-        let Some(cache) = cache else {
+    fn cache(&self) -> MutexGuard<'_, HashMap<String, Vec<RawToken>>> {
+        // A panic while holding the lock cannot leave a half-written entry behind.
+        self.chunk_cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cached_chunk(&self, out: &mut Vec<RawToken>, chunk: &str, with_special: bool) {
+        if !with_special {
             self.tokenize_chunk(out, chunk, false);
             return;
-        };
-        if let Some(toks) = cache.chunks.get(chunk) {
+        }
+        if let Some(toks) = self.cache().get(chunk) {
             out.extend_from_slice(toks);
             return;
         }
         let from = out.len();
         self.tokenize_chunk(out, chunk, true);
-        if cache.chunks.len() >= CHUNK_CACHE_LIMIT {
-            cache.chunks.clear();
+        let mut cache = self.cache();
+        if cache.len() >= CHUNK_CACHE_LIMIT {
+            cache.clear();
         }
-        cache.chunks.insert(chunk.to_string(), out[from..].to_vec());
+        cache.insert(chunk.to_string(), out[from..].to_vec());
     }
 
     fn tokenize_chunk(&self, out: &mut Vec<RawToken>, chunk: &str, with_special: bool) {
