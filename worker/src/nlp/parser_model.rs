@@ -27,7 +27,7 @@ pub struct ParserNetwork {
     upper: Linear,
 }
 
-/// A doc's precomputed lower-layer inputs: tokens × nF × (nO·nP).
+/// The precomputed lower-layer inputs of a batch's tokens: tokens × nF × (nO·nP).
 #[derive(Debug, Clone)]
 pub struct Precomputed {
     values: Vec<f32>,
@@ -117,7 +117,8 @@ impl ParserNetwork {
         self.n_features
     }
 
-    /// Projects the tokvecs (tokens × width) and precomputes the lower layer.
+    /// Projects the tokvecs (tokens × width) of a whole batch and precomputes the
+    /// lower layer, one GEMM each.
     pub fn precompute(&self, tokvecs: &[f32], n_tokens: usize) -> Precomputed {
         let hidden = self.projection.forward(tokvecs, n_tokens);
         let slot = self.lower_b.len();
@@ -137,14 +138,22 @@ impl ParserNetwork {
         }
     }
 
-    /// Scores every action for a state given its token ids (−1 = none).
-    pub fn scores(&self, pre: &Precomputed, ids: &[isize], hidden: &mut Vec<f32>, out: &mut [f32]) {
+    /// Scores every action for a state given its token ids (−1 = none), which index
+    /// the doc starting at row `offset` of the batch.
+    pub fn scores(
+        &self,
+        pre: &Precomputed,
+        offset: usize,
+        ids: &[isize],
+        hidden: &mut Vec<f32>,
+        out: &mut [f32],
+    ) {
         let slot = pre.slot;
         let mut u = [0.0f32; MAX_SLOT];
         let u = &mut u[..slot];
         for (f, &id) in ids.iter().enumerate().take(pre.n_features) {
             let src = if id >= 0 {
-                let t = id as usize;
+                let t = offset + id as usize;
                 let start = (t * pre.n_features + f) * slot;
                 &pre.values[start..start + slot]
             } else {

@@ -68,6 +68,15 @@ pub struct Nlp {
     lexemes: Mutex<HashMap<String, Arc<Lexeme>>>,
 }
 
+/// What a doc takes from its batch's stacked computations.
+struct BatchView<'b> {
+    tags: Vec<String>,
+    parser: &'b Precomputed,
+    ner: &'b Precomputed,
+    /// The doc's first row in the batch.
+    offset: usize,
+}
+
 /// A tokenized doc waiting for the networks.
 struct Prepared<'t> {
     text: &'t str,
@@ -332,13 +341,30 @@ impl Nlp {
             }
             None => tokvecs.clone(),
         };
+        // Tagger and both lower layers run once over every token of the batch.
+        let total: usize = docs.iter().map(|p| p.tokens.len()).sum();
+        let all = tokvecs.concat();
+        let mut tags = self.tags(&all, total).into_iter();
+        let pre = self.parser.precompute(&all, total);
+        let ner_pre = self.ner.precompute(&ner_vecs.concat(), total);
+        let mut offset = 0;
         docs.into_iter()
-            .zip(tokvecs.iter().zip(&ner_vecs))
-            .map(|(p, (t2v, ner_t2v))| self.finish_doc(p, t2v, ner_t2v))
+            .zip(&tokvecs)
+            .map(|(p, t2v)| {
+                let n = p.tokens.len();
+                let batch = BatchView {
+                    tags: tags.by_ref().take(n).collect(),
+                    parser: &pre,
+                    ner: &ner_pre,
+                    offset,
+                };
+                offset += n;
+                self.finish_doc(p, t2v, batch)
+            })
             .collect()
     }
 
-    fn parse(&self, pre: &Precomputed, n: usize) -> (Vec<usize>, Vec<String>) {
+    fn parse(&self, pre: &Precomputed, offset: usize, n: usize) -> (Vec<usize>, Vec<String>) {
         let actions = &self.parser_actions;
         let mut state = ArcEagerState::new(n);
         let mut ids = [0isize; 8];
@@ -347,7 +373,8 @@ impl Nlp {
         let mut valid = vec![false; actions.moves.len()];
         while !state.is_final() {
             state.context(&mut ids);
-            self.parser.scores(pre, &ids, &mut hidden, &mut scores);
+            self.parser
+                .scores(pre, offset, &ids, &mut hidden, &mut scores);
             let kinds = [
                 ArcMove::Shift,
                 ArcMove::Reduce,
@@ -388,6 +415,7 @@ impl Nlp {
     fn recognize(
         &self,
         pre: &Precomputed,
+        offset: usize,
         sent_start: &[bool],
         is_space: &[bool],
     ) -> Vec<(usize, usize, u16)> {
@@ -399,7 +427,7 @@ impl Nlp {
         let mut valid = vec![false; actions.moves.len()];
         while !state.is_final() {
             state.context(&mut ids);
-            self.ner.scores(pre, &ids, &mut hidden, &mut scores);
+            self.ner.scores(pre, offset, &ids, &mut hidden, &mut scores);
             for (v, &(m, l)) in valid.iter_mut().zip(&actions.moves) {
                 *v = state.valid(m, l, actions.labels[usize::from(l)].is_empty());
             }
@@ -421,12 +449,11 @@ impl Nlp {
             .collect()
     }
 
-    fn finish_doc(&self, p: Prepared<'_>, tokvecs: &[f32], ner_vecs: &[f32]) -> Doc {
+    fn finish_doc(&self, p: Prepared<'_>, tokvecs: &[f32], batch: BatchView<'_>) -> Doc {
         let n = p.tokens.len();
         let width = self.tok2vec.width();
-        let tags = self.tags(tokvecs, n);
-        let pre = self.parser.precompute(tokvecs, n);
-        let (mut heads, mut deps) = self.parse(&pre, n);
+        let tags = batch.tags;
+        let (mut heads, mut deps) = self.parse(batch.parser, batch.offset, n);
         let is_space: Vec<bool> = p.lexemes.iter().map(|l| l.is_space).collect();
         let sent_start = deprojectivize(&mut heads, &mut deps, &is_space);
         let mut ruled: Vec<RulerToken<'_>> = p
@@ -448,8 +475,7 @@ impl Nlp {
             .into_iter()
             .map(|r| (r.tag, r.pos, r.dep, r.morph))
             .collect();
-        let ner_pre = self.ner.precompute(ner_vecs, n);
-        let ents = self.recognize(&ner_pre, &sent_start, &is_space);
+        let ents = self.recognize(batch.ner, batch.offset, &sent_start, &is_space);
         let mut ent_iob = vec!["O"; n];
         let mut ent_type = vec![""; n];
         for &(s, e, label) in &ents {
