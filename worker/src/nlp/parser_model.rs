@@ -181,6 +181,41 @@ impl ParserNetwork {
     }
 }
 
+/// A transition system's state as greedy decoding drives it.
+pub trait TransitionState {
+    fn is_final(&self) -> bool;
+    /// The state's token ids, one per feature slot of the network (−1 = none).
+    fn context(&self, ids: &mut [isize]);
+    /// Marks which of the component's actions are valid now.
+    fn valid_actions(&self, valid: &mut [bool]);
+    fn apply_action(&mut self, action: usize);
+    /// Ends decoding when no action is valid (spaCy's force-final; never observed).
+    fn force_final(&mut self);
+}
+
+impl ParserNetwork {
+    /// Greedy decoding: applies the first best-scoring valid action until the state is
+    /// final. The state's ids index the doc starting at row `offset` of `pre`.
+    pub fn decode(&self, pre: &Precomputed, offset: usize, state: &mut impl TransitionState) {
+        let n = self.n_actions();
+        let mut ids = vec![-1isize; self.n_features];
+        let mut hidden = Vec::new();
+        let (mut scores, mut valid) = (vec![0.0; n], vec![false; n]);
+        while !state.is_final() {
+            state.context(&mut ids);
+            self.scores(pre, offset, &ids, &mut hidden, &mut scores);
+            state.valid_actions(&mut valid);
+            match greedy_step(&scores, &valid) {
+                Some(action) => state.apply_action(action),
+                None => {
+                    tracing::warn!("no valid transition; state forced final");
+                    state.force_final();
+                }
+            }
+        }
+    }
+}
+
 /// One greedy decoding step: the first best-scoring valid action (strict `>` scan),
 /// `None` when no action is valid (the caller then forces the state final).
 pub fn greedy_step(scores: &[f32], valid: &[bool]) -> Option<usize> {

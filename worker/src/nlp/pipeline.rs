@@ -10,7 +10,7 @@ use super::layers::{argmax, Linear};
 use super::lexeme::{Lexeme, NormTable};
 use super::model_dir::ModelFiles;
 use super::msgpack::{self, Value};
-use super::parser_model::{greedy_step, ParserNetwork, Precomputed};
+use super::parser_model::{ParserNetwork, Precomputed, TransitionState};
 use super::thinc::ThincModel;
 use super::tok2vec::{FeatureColumn, Tok2Vec};
 use super::tokenizer::{RawToken, Tokenizer};
@@ -66,6 +66,82 @@ pub struct Nlp {
     /// Lexical attributes of token texts already seen, shared by all threads (like
     /// spaCy's vocab).
     lexemes: Mutex<HashMap<String, Arc<Lexeme>>>,
+}
+
+/// An arc-eager parse driven through the parser's action table.
+struct Parse<'a> {
+    state: ArcEagerState,
+    moves: &'a [(ArcMove, u16)],
+}
+
+impl TransitionState for Parse<'_> {
+    fn is_final(&self) -> bool {
+        self.state.is_final()
+    }
+
+    fn context(&self, ids: &mut [isize]) {
+        let mut ctx = [-1; 8];
+        self.state.context(&mut ctx);
+        ids.iter_mut().zip(ctx).for_each(|(o, v)| *o = v);
+    }
+
+    fn valid_actions(&self, valid: &mut [bool]) {
+        // Validity depends only on the move kind, so test each kind once.
+        let ok = [
+            ArcMove::Shift,
+            ArcMove::Reduce,
+            ArcMove::Left,
+            ArcMove::Right,
+            ArcMove::Break,
+        ]
+        .map(|k| self.state.valid(k));
+        for (v, (m, _)) in valid.iter_mut().zip(self.moves) {
+            *v = ok[*m as usize];
+        }
+    }
+
+    fn apply_action(&mut self, action: usize) {
+        let (m, label) = self.moves[action];
+        self.state.apply(m, label);
+    }
+
+    fn force_final(&mut self) {
+        self.state.force_final();
+    }
+}
+
+/// A BILUO entity recognition driven through the NER's action table.
+struct Recognition<'a> {
+    state: BiluoState<'a>,
+    actions: &'a ActionTable<BiluoMove>,
+}
+
+impl TransitionState for Recognition<'_> {
+    fn is_final(&self) -> bool {
+        self.state.is_final()
+    }
+
+    fn context(&self, ids: &mut [isize]) {
+        let mut ctx = [-1; 3];
+        self.state.context(&mut ctx);
+        ids.iter_mut().zip(ctx).for_each(|(o, v)| *o = v);
+    }
+
+    fn valid_actions(&self, valid: &mut [bool]) {
+        let labels = &self.actions.labels;
+        for (v, &(m, l)) in valid.iter_mut().zip(&self.actions.moves) {
+            *v = self.state.valid(m, l, labels[usize::from(l)].is_empty());
+        }
+    }
+
+    fn apply_action(&mut self, action: usize) {
+        let (m, label) = self.actions.moves[action];
+        self.state.apply(m, label);
+    }
+
+    fn force_final(&mut self) {
+        self.state.force_final();
+    }
 }
 
 /// What a doc takes from its batch's stacked computations.
@@ -366,37 +442,12 @@ impl Nlp {
 
     fn parse(&self, pre: &Precomputed, offset: usize, n: usize) -> (Vec<usize>, Vec<String>) {
         let actions = &self.parser_actions;
-        let mut state = ArcEagerState::new(n);
-        let mut ids = [0isize; 8];
-        let mut hidden = Vec::new();
-        let mut scores = vec![0.0; actions.moves.len()];
-        let mut valid = vec![false; actions.moves.len()];
-        while !state.is_final() {
-            state.context(&mut ids);
-            self.parser
-                .scores(pre, offset, &ids, &mut hidden, &mut scores);
-            let kinds = [
-                ArcMove::Shift,
-                ArcMove::Reduce,
-                ArcMove::Left,
-                ArcMove::Right,
-                ArcMove::Break,
-            ];
-            let ok = kinds.map(|k| state.valid(k));
-            for (v, (m, _)) in valid.iter_mut().zip(&actions.moves) {
-                *v = ok[*m as usize];
-            }
-            match greedy_step(&scores, &valid) {
-                Some(best) => {
-                    let (m, label) = actions.moves[best];
-                    state.apply(m, label);
-                }
-                None => {
-                    tracing::warn!("parser: no valid move; state forced final");
-                    state.force_final();
-                }
-            }
-        }
+        let mut run = Parse {
+            state: ArcEagerState::new(n),
+            moves: &actions.moves,
+        };
+        self.parser.decode(pre, offset, &mut run);
+        let state = run.state;
         let heads = (0..n)
             .map(|i| usize::try_from(state.heads[i]).unwrap_or(i))
             .collect();
@@ -419,30 +470,12 @@ impl Nlp {
         sent_start: &[bool],
         is_space: &[bool],
     ) -> Vec<(usize, usize, u16)> {
-        let actions = &self.ner_actions;
-        let mut state = BiluoState::new(sent_start, is_space);
-        let mut ids = [0isize; 3];
-        let mut hidden = Vec::new();
-        let mut scores = vec![0.0; actions.moves.len()];
-        let mut valid = vec![false; actions.moves.len()];
-        while !state.is_final() {
-            state.context(&mut ids);
-            self.ner.scores(pre, offset, &ids, &mut hidden, &mut scores);
-            for (v, &(m, l)) in valid.iter_mut().zip(&actions.moves) {
-                *v = state.valid(m, l, actions.labels[usize::from(l)].is_empty());
-            }
-            match greedy_step(&scores, &valid) {
-                Some(best) => {
-                    let (m, label) = actions.moves[best];
-                    state.apply(m, label);
-                }
-                None => {
-                    tracing::warn!("ner: no valid move; state forced final");
-                    state.force_final();
-                }
-            }
-        }
-        state
+        let mut run = Recognition {
+            state: BiluoState::new(sent_start, is_space),
+            actions: &self.ner_actions,
+        };
+        self.ner.decode(pre, offset, &mut run);
+        run.state
             .ents
             .iter()
             .filter_map(|e| e.end.map(|end| (e.start, end, e.label)))
