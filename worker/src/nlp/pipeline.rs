@@ -284,8 +284,9 @@ impl Nlp {
         })
     }
 
-    /// Analyses many texts on the current rayon pool (all cores by default); the
-    /// output is in input order and identical to calling [`Nlp::analyze`] on each.
+    /// Analyses many texts on the current rayon pool (all cores by default), in input
+    /// order. Every decision equals [`Nlp::analyze`] on each text; only `t2v_sum` may
+    /// differ in the last bits (GEMM blocking depends on the batch's row count).
     pub fn analyze_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Doc> {
         self.batches(texts)
             .into_par_iter()
