@@ -34,6 +34,8 @@ enum Command {
     Embed(commands::embed::EmbedArgs),
     /// Measure sentence-encoder throughput (sentences/s) per batch size.
     BenchEmbed(commands::bench_embed::BenchEmbedArgs),
+    /// The pure-Rust spaCy en_core_web_sm: parse JSONL texts, or benchmark it.
+    Nlp(commands::nlp::NlpArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Embed(args) => commands::embed::run(args),
         Command::BenchEmbed(args) => commands::bench_embed::run(args),
+        Command::Nlp(args) => commands::nlp::run(args),
     };
     match result {
         Ok(code) => code,

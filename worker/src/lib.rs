@@ -1,9 +1,11 @@
 //! Everything in credence that needs a model: decomposers ([`decompose`]), sentence
-//! encoders ([`embed`]), the job handler ([`handler`]), the consumer loop ([`job_loop`])
-//! that both engines run, and the distributed engine's worker process ([`serve`]).
+//! encoders ([`embed`]), a pure-Rust spaCy en_core_web_sm ([`nlp`]), the job handler
+//! ([`handler`]), the consumer loop ([`job_loop`]) that both engines run, and the
+//! distributed engine's worker process ([`serve`]).
 
 pub mod decompose;
 pub mod embed;
 pub mod handler;
 pub mod job_loop;
+pub mod nlp;
 pub mod serve;

@@ -5,6 +5,7 @@ pub mod coordinator;
 pub mod dataset;
 pub mod dlq;
 pub mod embed;
+pub mod nlp;
 pub mod run;
 mod signals;
 pub mod sweep;

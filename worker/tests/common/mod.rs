@@ -1,9 +1,15 @@
 //! Where integration tests find model weights and the shared data sets. Under `CI=true` a
 //! missing file fails the test; elsewhere the test is skipped with a printed reason.
 
+// Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+
+/// Whether the tests run under CI (`CI=true`).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
 
 /// `$CREDENCE_MODELS_DIR` (scripts/test sets it), else the workspace's `models/`.
 pub fn models_dir() -> PathBuf {
@@ -17,9 +23,12 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The shared data sets, `../shared/data` beside the workspace.
+/// The shared data sets: `$CREDENCE_SHARED_DATA`, else `../shared/data` beside the
+/// workspace.
 pub fn shared_data() -> PathBuf {
-    workspace().join("../shared/data")
+    std::env::var_os("CREDENCE_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../shared/data"))
 }
 
 /// `path` if it exists; otherwise panics under CI and returns `None` (skip) elsewhere.
@@ -28,9 +37,23 @@ pub fn require(path: PathBuf, what: &str) -> Option<PathBuf> {
         return Some(path);
     }
     let msg = format!("{what} not found at {} (run scripts/setup)", path.display());
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
+    assert!(!in_ci(), "{msg}");
     eprintln!("skipping: {msg}");
     None
+}
+
+/// The en_core_web_sm pipeline folder (see [`require`]).
+pub fn model_dir() -> Option<PathBuf> {
+    require(
+        models_dir().join("en_core_web_sm"),
+        "the en_core_web_sm model folder",
+    )
+}
+
+/// The golden file of real spaCy outputs (see [`require`]).
+pub fn golden_file() -> Option<PathBuf> {
+    require(
+        shared_data().join("spacy-golden/en_core_web_sm-golden.jsonl"),
+        "the spaCy golden file",
+    )
 }

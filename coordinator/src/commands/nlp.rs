@@ -1,0 +1,228 @@
+//! `credence nlp parse`: the pure-Rust en_core_web_sm over a JSONL file, one golden-format
+//! record per input line; `credence nlp bench`: its throughput on the same input.
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use credence_worker::nlp::Nlp;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct NlpArgs {
+    #[command(subcommand)]
+    command: NlpCommand,
+}
+
+#[derive(Subcommand)]
+enum NlpCommand {
+    /// Tokenize, tag, parse and find entities in `{"id", "text"}` lines; writes one JSON
+    /// record per line in the layout of the spaCy golden file (tokens, ents, sents).
+    Parse(ParseArgs),
+    /// Time the pipeline on the texts of a JSONL file (tokenizer alone, tokenizer +
+    /// tagger, whole pipeline) and print tokens/s and words/s.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// The en_core_web_sm 3.8.0 pipeline folder.
+    #[arg(long, default_value = "models/en_core_web_sm")]
+    model: PathBuf,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+#[derive(Args)]
+struct ParseArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Input JSONL: one `{"id": ..., "text": "..."}` object per line.
+    input: PathBuf,
+    /// Output file (default: standard output).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Input JSONL with a `text` field per line.
+    input: PathBuf,
+    /// Repeat the texts until they hold at least this many whitespace-separated words.
+    #[arg(long, default_value_t = 100_000)]
+    min_words: usize,
+}
+
+#[derive(serde::Deserialize)]
+struct Request {
+    #[serde(default)]
+    id: serde_json::Value,
+    text: String,
+}
+
+fn read_requests(path: &Path) -> anyhow::Result<Vec<Request>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: Request = match serde_json::from_str(line) {
+            Ok(req) => req,
+            Err(e) => match lone_surrogate(line) {
+                Some(esc) => bail!(
+                    "{}:{}: field text: unpaired UTF-16 surrogate {esc} is not Unicode text \
+                     (pair it or replace it, e.g. with \\ufffd)",
+                    path.display(),
+                    n + 1
+                ),
+                None => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "{}:{}: expected {{\"id\", \"text\"}}",
+                            path.display(),
+                            n + 1
+                        )
+                    })
+                }
+            },
+        };
+        out.push(req);
+    }
+    Ok(out)
+}
+
+/// The first `\uXXXX` escape in a JSON line that is an unpaired UTF-16 surrogate.
+fn lone_surrogate(line: &str) -> Option<String> {
+    let b = line.as_bytes();
+    let unit = |i: usize| -> Option<u32> {
+        if b.get(i) != Some(&b'\\') || b.get(i + 1) != Some(&b'u') {
+            return None;
+        }
+        u32::from_str_radix(line.get(i + 2..i + 6)?, 16).ok()
+    };
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && b.get(i + 1) == Some(&b'\\') {
+            i += 2;
+            continue;
+        }
+        match unit(i) {
+            Some(0xD800..=0xDBFF) if matches!(unit(i + 6), Some(0xDC00..=0xDFFF)) => i += 12,
+            Some(u @ 0xD800..=0xDFFF) => return Some(format!("\\u{u:04x}")),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+fn pool(threads: Option<usize>) -> anyhow::Result<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        if n == 0 {
+            bail!("--threads must be at least 1");
+        }
+        b = b.num_threads(n);
+    }
+    b.build().context("starting the thread pool")
+}
+
+fn load(args: &ModelArgs) -> anyhow::Result<Nlp> {
+    Nlp::load(&args.model).with_context(|| format!("loading the pipeline {}", args.model.display()))
+}
+
+pub fn run(args: NlpArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        NlpCommand::Parse(a) => parse(a),
+        NlpCommand::Bench(a) => bench(a),
+    }
+}
+
+fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
+    let requests = read_requests(&args.input)?;
+    let nlp = load(&args.model)?;
+    let pool = pool(args.model.threads)?;
+    let texts: Vec<&str> = requests.iter().map(|r| r.text.as_str()).collect();
+    let docs = pool.install(|| nlp.analyze_batch(&texts));
+    let sink: Box<dyn Write> = match &args.out {
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+        }
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut w = BufWriter::new(sink);
+    let dest = args
+        .out
+        .as_ref()
+        .map_or("standard output".to_string(), |p| p.display().to_string());
+    for (req, doc) in requests.iter().zip(&docs) {
+        serde_json::to_writer(&mut w, &doc.record(&req.id))
+            .with_context(|| format!("writing {dest}"))?;
+        w.write_all(b"\n")
+            .with_context(|| format!("writing {dest}"))?;
+    }
+    w.flush().with_context(|| format!("writing {dest}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let requests = read_requests(&args.input)?;
+    if requests.is_empty() {
+        bail!("{}: no texts", args.input.display());
+    }
+    let mut texts: Vec<&str> = Vec::new();
+    let mut words = 0;
+    while words < args.min_words {
+        for r in &requests {
+            texts.push(&r.text);
+            words += r.text.split_whitespace().count();
+        }
+    }
+    let t0 = Instant::now();
+    let nlp = load(&args.model)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let pool = pool(args.model.threads)?;
+    let threads = pool.current_num_threads();
+    let t1 = Instant::now();
+    let tokens: usize = pool
+        .install(|| nlp.tokenize_batch(&texts))
+        .iter()
+        .map(Vec::len)
+        .sum();
+    let tok_s = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let tagged: usize = pool
+        .install(|| nlp.tag_batch(&texts))
+        .iter()
+        .map(Vec::len)
+        .sum();
+    let tag_s = t2.elapsed().as_secs_f64();
+    let t3 = Instant::now();
+    let docs = pool.install(|| nlp.analyze_batch(&texts));
+    let full_s = t3.elapsed().as_secs_f64();
+    let parsed: usize = docs.iter().map(|d| d.tokens.len()).sum();
+    if tagged != tokens || parsed != tokens {
+        bail!("token counts differ between stages: {tokens} / {tagged} / {parsed}");
+    }
+    println!(
+        "texts {} | words {words} | tokens {tokens} | threads {threads} | load {load_s:.2}s",
+        texts.len()
+    );
+    for (stage, secs) in [
+        ("tokenizer", tok_s),
+        ("tokenizer+tagger", tag_s),
+        ("full pipeline", full_s),
+    ] {
+        println!(
+            "{stage:<17} {secs:>7.3}s  {:>9.0} tokens/s  {:>9.0} words/s",
+            tokens as f64 / secs,
+            words as f64 / secs
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,258 @@
+//! `spacy.Tok2Vec.v2` (SPEC §5): MultiHashEmbed over lexical feature columns, the
+//! embedding reducer, and four residual maxout CNN layers over padded docs. A batch of
+//! docs is stacked into one matrix so each layer is a single GEMM; every doc keeps its
+//! own pad rows, so its output does not depend on its neighbours.
+
+use super::hashing::hashembed_words;
+use super::layers::{matmul_bt, seq2col_rows, LayerNorm, Maxout};
+use super::thinc::{Attr, ThincModel};
+use super::NlpError;
+
+/// A lexical attribute used as a tok2vec input column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureColumn {
+    Norm,
+    Prefix,
+    Suffix,
+    Shape,
+    Spacy,
+    IsSpace,
+}
+
+impl FeatureColumn {
+    fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "NORM" => FeatureColumn::Norm,
+            "PREFIX" => FeatureColumn::Prefix,
+            "SUFFIX" => FeatureColumn::Suffix,
+            "SHAPE" => FeatureColumn::Shape,
+            "SPACY" => FeatureColumn::Spacy,
+            "IS_SPACE" => FeatureColumn::IsSpace,
+            _ => return None,
+        })
+    }
+}
+
+/// One HashEmbed table: each feature id selects 4 rows by MurmurHash3, summed.
+#[derive(Debug, Clone)]
+struct HashEmbed {
+    /// The table projected through its slice of the embed reducer's weights:
+    /// rows × (reducer outputs · pieces), so embedding + reducer is a gather-add.
+    projected: Vec<f32>,
+    rows: usize,
+    seed: u32,
+    column: usize,
+}
+
+/// The token-to-vector network of one component (shared tok2vec, or the NER's copy).
+#[derive(Debug, Clone)]
+pub struct Tok2Vec {
+    pub columns: Vec<FeatureColumn>,
+    embeds: Vec<HashEmbed>,
+    reducer: Maxout,
+    reducer_norm: LayerNorm,
+    cnn: Vec<(Maxout, LayerNorm)>,
+    pad: usize,
+    width: usize,
+}
+
+impl Tok2Vec {
+    /// Collects the tok2vec layers of a thinc model in file order: `extract_features`
+    /// columns, the `hashembed` tables, the first maxout + layernorm (reducer), then
+    /// the CNN layers, and the `pad` of the residual encoder.
+    pub fn from_model(model: &ThincModel) -> Result<Self, NlpError> {
+        let bad = |field: &str, message: String| NlpError::Format {
+            file: model.file.clone(),
+            field: field.to_string(),
+            message,
+        };
+        let mut columns = None;
+        let mut embeds = Vec::new();
+        let mut maxouts = Vec::new();
+        let mut norms = Vec::new();
+        let mut pad = None;
+        for node in &model.nodes {
+            match node.name.as_str() {
+                "extract_features" if columns.is_none() => {
+                    let Some(Attr::Strings(names)) = node.attrs.get("columns") else {
+                        return Err(bad("extract_features.columns", "missing".into()));
+                    };
+                    let cols = names
+                        .iter()
+                        .map(|n| {
+                            FeatureColumn::parse(n)
+                                .ok_or_else(|| bad("columns", format!("unknown column {n:?}")))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    columns = Some(cols);
+                }
+                "hashembed" => {
+                    let Some(&[rows, width]) = node.params.get("E").map(|a| a.shape.as_slice())
+                    else {
+                        return Err(bad(
+                            &format!("params[{}].E", node.index),
+                            "missing or not 2-D".into(),
+                        ));
+                    };
+                    embeds.push(HashEmbed {
+                        // The raw table until the reducer is known (projected below).
+                        projected: model.param(node, "E", &[rows, width])?,
+                        rows,
+                        seed: model.int_attr(node, "seed")? as u32,
+                        column: model.int_attr(node, "column")? as usize,
+                    });
+                }
+                "maxout" => maxouts.push(model.maxout(node)?),
+                "layernorm" => norms.push(model.layer_norm(node)?),
+                n if n.starts_with("with_array(residual") => {
+                    pad = Some(model.int_attr(node, "pad")? as usize);
+                }
+                _ => {}
+            }
+        }
+        let columns = columns.ok_or_else(|| bad("extract_features", "no such node".into()))?;
+        let pad = pad.ok_or_else(|| bad("with_array(residual…).pad", "missing".into()))?;
+        embeds.sort_by_key(|e| e.column);
+        if embeds.len() != columns.len() || embeds.iter().enumerate().any(|(i, e)| e.column != i) {
+            return Err(bad(
+                "hashembed",
+                format!("{} tables for {} columns", embeds.len(), columns.len()),
+            ));
+        }
+        if maxouts.len() != 5 || norms.len() != 5 {
+            return Err(bad(
+                "maxout",
+                format!(
+                    "{} maxout / {} layernorm layers, expected 5 / 5",
+                    maxouts.len(),
+                    norms.len()
+                ),
+            ));
+        }
+        let width = maxouts[0].n_out();
+        let in_width: usize = embeds.iter().map(|e| e.projected.len() / e.rows).sum();
+        if maxouts[0].linear.n_in != in_width
+            || maxouts[1..]
+                .iter()
+                .any(|m| m.n_out() != width || m.linear.n_in != 3 * width)
+        {
+            return Err(bad("maxout", "layer widths do not chain".into()));
+        }
+        let mut maxouts = maxouts.into_iter();
+        let mut norms = norms.into_iter();
+        let (reducer, reducer_norm) = (maxouts.next(), norms.next());
+        let (Some(reducer), Some(reducer_norm)) = (reducer, reducer_norm) else {
+            return Err(bad("maxout", "missing embed reducer".into()));
+        };
+        // (Σ rows)·Wᵀ = Σ (row·Wᵀ): project each table once through its column block of
+        // the reducer's weights. Rounding differs from the concat-then-GEMM order by
+        // ~1e-6 like any BLAS; the parity checks cover it.
+        let n_out = reducer.linear.n_out;
+        let mut off = 0;
+        for e in &mut embeds {
+            let ew = e.projected.len() / e.rows;
+            let block: Vec<f32> = reducer
+                .linear
+                .w
+                .chunks_exact(in_width)
+                .flat_map(|row| row[off..off + ew].iter().copied())
+                .collect();
+            let mut projected = vec![0.0; e.rows * n_out];
+            matmul_bt(&e.projected, e.rows, ew, &block, n_out, &mut projected);
+            e.projected = projected;
+            off += ew;
+        }
+        Ok(Tok2Vec {
+            columns,
+            embeds,
+            reducer,
+            reducer_norm,
+            cnn: maxouts.zip(norms).collect(),
+            pad,
+            width,
+        })
+    }
+
+    /// Output width (96 for en_core_web_sm).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Runs the network on a batch of docs. `features[d]` holds doc d's feature ids,
+    /// row-major (tokens × columns). Returns each doc's tokvecs (tokens × width).
+    pub fn forward(&self, features: &[Vec<u64>]) -> Vec<Vec<f32>> {
+        let n_cols = self.columns.len();
+        let w = self.width;
+        let p = self.pad;
+        let lens: Vec<usize> = features.iter().map(|f| f.len() / n_cols.max(1)).collect();
+        let total: usize = lens.iter().sum();
+        // Embedding + reducer: gather-add the projected rows, add the bias, take the max
+        // over each unit's pieces.
+        let n_out = self.reducer.linear.n_out;
+        let n_pieces = self.reducer.n_pieces;
+        let mut acc = vec![0.0f32; n_out];
+        let mut reduced = Vec::with_capacity(total * w);
+        for feats in features {
+            for tok in feats.chunks_exact(n_cols) {
+                acc.fill(0.0);
+                for e in &self.embeds {
+                    for word in hashembed_words(tok[e.column], e.seed) {
+                        let r = (word as usize) % e.rows;
+                        for (a, v) in acc.iter_mut().zip(&e.projected[r * n_out..(r + 1) * n_out]) {
+                            *a += v;
+                        }
+                    }
+                }
+                for (a, b) in acc.iter_mut().zip(&self.reducer.linear.b) {
+                    *a += b;
+                }
+                reduced.extend(
+                    acc.chunks_exact(n_pieces)
+                        .map(|pieces| pieces.iter().copied().fold(f32::NEG_INFINITY, f32::max)),
+                );
+            }
+        }
+        self.reducer_norm.forward_in_place(&mut reduced);
+        // Lay the docs out with `pad` zero rows before and after each.
+        let rows: usize = lens.iter().map(|n| n + 2 * p).sum();
+        let mut h = vec![0.0f32; rows * w];
+        let (mut src, mut dst) = (0, 0);
+        for &n in &lens {
+            h[(dst + p) * w..(dst + p + n) * w].copy_from_slice(&reduced[src * w..(src + n) * w]);
+            src += n;
+            dst += n + 2 * p;
+        }
+        // Layer l only needs rows within (depth − 1 − l) of a real token: rows further
+        // out influence no real token's final vector, so they are not computed. Each
+        // computed row sees exactly the inputs it would in the full padded array.
+        let depth = self.cnn.len();
+        for (l, (maxout, norm)) in self.cnn.iter().enumerate() {
+            let margin = p.min(depth - 1 - l.min(depth - 1));
+            let mut ranges = Vec::with_capacity(lens.len());
+            let mut block = 0;
+            for &n in &lens {
+                let lo = block + p - margin;
+                ranges.push((lo, lo + n + 2 * margin, block, block + n + 2 * p));
+                block += n + 2 * p;
+            }
+            let cols = seq2col_rows(&h, w, &ranges);
+            let computed = cols.len() / (3 * w);
+            let mut y = maxout.forward(&cols, computed);
+            norm.forward_in_place(&mut y);
+            let mut src = 0;
+            for &(lo, hi, _, _) in &ranges {
+                for (a, b) in h[lo * w..hi * w].iter_mut().zip(&y[src * w..]) {
+                    *a += b;
+                }
+                src += hi - lo;
+            }
+        }
+        let mut out = Vec::with_capacity(lens.len());
+        let mut start = 0;
+        for &n in &lens {
+            out.push(h[(start + p) * w..(start + p + n) * w].to_vec());
+            start += n + 2 * p;
+        }
+        out
+    }
+}
