@@ -5,7 +5,8 @@
 //! listed message stays where it is (closing the channel returns it), a replayed one is
 //! re-published to its queue with a confirm and only then acked here.
 
-use super::{as_u64, broker, RabbitQueue};
+use super::consume::as_u64;
+use super::{broker, RabbitQueue};
 use crate::queue::{DeadLetter, QueueError};
 use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::{AMQPValue, FieldTable};
