@@ -3,10 +3,13 @@
 //! `pytorch_model.bin`) and `tokenizer.json`, run with candle-transformers' BERT.
 //!
 //! The tokenizer's own padding and truncation are replaced: each input is truncated at
-//! the resolved maximum length (special tokens included, as sentence-transformers does)
-//! and padded only to the longest input of its batch. Inputs are sorted by length before
-//! batching, so a batch holds sentences of similar length and little padding, and the
-//! vectors come back in input order. Identical texts in one call are encoded once.
+//! the resolved maximum length (special tokens included, as sentence-transformers does).
+//! A batch only ever holds inputs of the same token length, so nothing is padded: padded
+//! attention changes a vector's last bits with the company it is batched in, and since
+//! the embedding cache shares vectors between jobs, that would make result rows depend
+//! on which job encoded a sentence first (DESIGN.md invariant 4). Unpadded, a text's
+//! vector is bit-identical alone or in any batch (`tests/embed_minilm.rs` checks it).
+//! The vectors come back in input order; identical texts in one call are encoded once.
 
 use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
@@ -313,16 +316,18 @@ impl Encoder for BertEncoder {
             })
             .collect();
         let ids = self.token_ids(&distinct)?;
-        // Longest first, ties in input order: batches of near-equal length.
+        // Longest first, ties in input order; batches never mix lengths (see above).
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
         let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
         let _span = tracing::debug_span!("encode", n = distinct.len()).entered();
-        for chunk in order.chunks(self.options.batch_size) {
-            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            let out = self.encode_batch(&batch).map_err(EmbedError::Model)?;
-            for (&i, v) in chunk.iter().zip(out) {
-                vectors[i] = v;
+        for same_length in order.chunk_by(|&a, &b| ids[a].len() == ids[b].len()) {
+            for chunk in same_length.chunks(self.options.batch_size) {
+                let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+                let out = self.encode_batch(&batch).map_err(EmbedError::Model)?;
+                for (&i, v) in chunk.iter().zip(out) {
+                    vectors[i] = v;
+                }
             }
         }
         Ok(slot.into_iter().map(|s| vectors[s].clone()).collect())
