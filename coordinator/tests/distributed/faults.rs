@@ -109,10 +109,9 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
     }
     let total = c.sql_i64("SELECT count(*) FROM jobs");
     assert_eq!(total, 1600);
-    assert!(
-        c.done_jobs("kills") < total,
-        "the sweep ended before the kills"
-    );
+    // No check that the sweep was still unfinished here: each caught kill already hit a
+    // job in flight (checked below by its second attempt), and on a quiet machine three
+    // workers may finish the rest while the last replacement starts.
     let out = wait_exit(coordinator, Duration::from_secs(300));
     assert!(
         out.status.success(),
