@@ -276,5 +276,20 @@ fn invalid_inputs_fail_with_one_line_and_write_nothing() {
         assert!(err.contains(want), "want {want:?} in {err:?}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(!db.exists(), "a failed validation created the database");
+        assert!(
+            err.matches("(os error").count() <= 1,
+            "the I/O reason is said twice: {err}"
+        );
     }
+    let out = run_sweep(
+        &dir.path().join("absent.toml"),
+        &dir.path().join("never.db"),
+        &[],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("absent.toml: No such file or directory"),
+        "{err}"
+    );
+    assert_eq!(err.matches("(os error").count(), 1, "{err}");
 }

@@ -14,12 +14,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     /// The file could not be opened or read.
-    #[error("{path}: {source}")]
+    // Not a `source`: the message already ends with the I/O error, and a chained source
+    // would print it twice under `{:#}`.
+    #[error("{path}: {reason}")]
     Io {
         /// The dataset file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// A line is malformed.
     #[error("{path}:{line}: {message}")]
@@ -61,9 +63,9 @@ const FIELDS: [&str; 4] = ["id", "text", "references", "meta"];
 /// # Ok::<(), credence_shared::dataset::DatasetError>(())
 /// ```
 pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
-    let io_err = |source| DatasetError::Io {
+    let io_err = |reason| DatasetError::Io {
         path: path.to_path_buf(),
-        source,
+        reason,
     };
     let file = std::fs::File::open(path).map_err(io_err)?;
     let mut hasher = Sha256::new();

@@ -32,12 +32,14 @@ use toml::Spanned;
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    // Not a `source`: the message already ends with the I/O error, and a chained source
+    // would print it twice under `{:#}`.
+    #[error("{path}: {reason}")]
     Io {
         /// The sweep file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// The file is not a valid sweep; the message names the field.
     #[error("{path}:{line}:{column}: {message}")]
@@ -281,9 +283,9 @@ const BACKENDS: &str = "sentence-split, conjunction-oracle, gguf, safetensors, o
 /// # Ok::<(), credence_shared::sweep::SweepError>(())
 /// ```
 pub fn load(path: &Path) -> Result<SweepSpec, SweepError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SweepError::Io {
+    let text = std::fs::read_to_string(path).map_err(|reason| SweepError::Io {
         path: path.to_path_buf(),
-        source,
+        reason,
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     parse(&text, path, base)
