@@ -1,18 +1,20 @@
 //! The candle implementation of [`Encoder`] for BERT-family sentence encoders (BGE,
 //! MiniLM, e5): a local folder with `config.json`, `model.safetensors` (or
-//! `pytorch_model.bin`) and `tokenizer.json`, run with candle-transformers' BERT.
+//! `pytorch_model.bin`) and `tokenizer.json`, run with the packed BERT forward pass of
+//! [`super::packed`] (candle tensors, no padding).
 //!
 //! The tokenizer's own padding and truncation are replaced: each input is truncated at
 //! the resolved maximum length (special tokens included, as sentence-transformers does)
-//! and padded only to the longest input of its batch. Inputs are sorted by length before
-//! batching, so a batch holds sentences of similar length and little padding, and the
-//! vectors come back in input order. Identical texts in one call are encoded once.
+//! and never padded: a batch's sequences are packed end to end. Inputs are sorted by
+//! length before batching and the vectors come back in input order. Identical texts in
+//! one call are encoded once.
 
+use super::packed::{self, PackedBert};
 use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -98,11 +100,10 @@ pub fn device(name: &str) -> Result<Device, EmbedError> {
 
 /// A BERT-family sentence encoder loaded from a local folder.
 pub struct BertEncoder {
-    model: BertModel,
+    model: PackedBert,
     tokenizer: Tokenizer,
     settings: EncoderSettings,
     options: EncoderOptions,
-    pad_id: u32,
     dim: usize,
     fingerprint: String,
     folder: PathBuf,
@@ -176,7 +177,7 @@ impl BertEncoder {
         } else {
             pth
         };
-        let model = BertModel::load(vb, &config).map_err(|source| EmbedError::Weights {
+        let model = PackedBert::load(vb, &config).map_err(|source| EmbedError::Weights {
             path: weights_path,
             source,
         })?;
@@ -213,7 +214,6 @@ impl BertEncoder {
             model,
             tokenizer,
             settings,
-            pad_id: config.pad_token_id as u32,
             dim: config.hidden_size,
             options,
             fingerprint,
@@ -255,38 +255,13 @@ impl BertEncoder {
             .collect())
     }
 
-    /// One forward pass over sequences padded to the longest; one unit vector per row.
+    /// One forward pass over a batch of sequences (packed, unpadded); one unit vector
+    /// per sequence.
     fn encode_batch(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let device = &self.options.device;
-        let longest = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(batch.len() * longest);
-        let mut mask = Vec::with_capacity(batch.len() * longest);
-        for seq in batch {
-            ids.extend_from_slice(seq);
-            ids.extend(std::iter::repeat_n(self.pad_id, longest - seq.len()));
-            mask.extend(std::iter::repeat_n(1u32, seq.len()));
-            mask.extend(std::iter::repeat_n(0u32, longest - seq.len()));
-        }
-        let ids = Tensor::from_vec(ids, (batch.len(), longest), device)?;
-        let mask = Tensor::from_vec(mask, (batch.len(), longest), device)?;
-        let token_types = ids.zeros_like()?;
-        let states = self.model.forward(&ids, &token_types, Some(&mask))?;
-        let states = states.to_dtype(DType::F32)?;
-        let pooled = match self.settings.pooling {
-            Pooling::Cls => states.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                let summed = states.broadcast_mul(&m)?.sum(1)?;
-                let counts = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-                summed.broadcast_div(&counts)?
-            }
-        };
-        let norms = pooled
-            .sqr()?
-            .sum_keepdim(D::Minus1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        pooled.broadcast_div(&norms)?.to_vec2::<f32>()
+        let states = self.model.forward(batch)?;
+        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
+        let pooled = packed::pool(&states, &lengths, self.settings.pooling == Pooling::Cls)?;
+        packed::l2_normalise(&pooled)?.to_vec2::<f32>()
     }
 }
 
