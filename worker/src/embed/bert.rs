@@ -15,6 +15,7 @@ use super::{EmbedError, Encoder};
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config;
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -293,9 +294,20 @@ impl Encoder for BertEncoder {
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
         let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
         let _span = tracing::debug_span!("encode", n = distinct.len()).entered();
-        for chunk in order.chunks(self.options.batch_size) {
+        let chunks: Vec<&[usize]> = order.chunks(self.options.batch_size).collect();
+        let run = |chunk: &&[usize]| {
             let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            let out = self.encode_batch(&batch).map_err(EmbedError::Model)?;
+            self.encode_batch(&batch).map_err(EmbedError::Model)
+        };
+        // On CPU, batches run side by side on the rayon pool (candle's matmuls share the
+        // same pool), so the per-sentence attention and the element-wise layers use
+        // every core too; with one thread this is a plain loop.
+        let outputs: Vec<Vec<Vec<f32>>> = if self.options.device.is_cpu() {
+            chunks.par_iter().map(run).collect::<Result<_, _>>()?
+        } else {
+            chunks.iter().map(run).collect::<Result<_, _>>()?
+        };
+        for (chunk, out) in chunks.iter().zip(outputs) {
             for (&i, v) in chunk.iter().zip(out) {
                 vectors[i] = v;
             }
