@@ -253,3 +253,50 @@ pub(crate) fn l2_normalise(x: &Tensor) -> Result<Tensor> {
         .clamp(1e-12f32, f32::MAX)?;
     x.broadcast_div(&norms)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packed_states() -> Tensor {
+        // Two sequences, lengths 2 and 3, hidden size 2.
+        let rows = [
+            [1.0f32, 2.0],
+            [3.0, 4.0],
+            [0.0, 3.0],
+            [6.0, 0.0],
+            [3.0, 6.0],
+        ];
+        Tensor::from_iter(rows.into_iter().flatten(), &Device::Cpu)
+            .and_then(|t| t.reshape((5, 2)))
+            .expect("a 5x2 tensor")
+    }
+
+    #[test]
+    fn mean_pooling_averages_each_sequence_over_its_own_tokens() {
+        let pooled = pool(&packed_states(), &[2, 3], false)
+            .and_then(|t| t.to_vec2::<f32>())
+            .expect("pooling runs");
+        assert_eq!(pooled, vec![vec![2.0, 3.0], vec![3.0, 3.0]]);
+    }
+
+    #[test]
+    fn cls_pooling_takes_each_sequence_first_token() {
+        let pooled = pool(&packed_states(), &[2, 3], true)
+            .and_then(|t| t.to_vec2::<f32>())
+            .expect("pooling runs");
+        assert_eq!(pooled, vec![vec![1.0, 2.0], vec![0.0, 3.0]]);
+    }
+
+    #[test]
+    fn rows_come_out_with_unit_length() {
+        let unit = l2_normalise(&packed_states())
+            .and_then(|t| t.to_vec2::<f32>())
+            .expect("normalising runs");
+        assert!((unit[0][0] - 1.0 / 5f32.sqrt()).abs() < 1e-7);
+        for row in unit {
+            let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-6, "norm {norm}");
+        }
+    }
+}
