@@ -1,28 +1,32 @@
 //! The candle implementation of [`Encoder`] for BERT-family sentence encoders (BGE,
 //! MiniLM, e5): a local folder with `config.json`, `model.safetensors` (or
-//! `pytorch_model.bin`) and `tokenizer.json`, run with candle-transformers' BERT.
+//! `pytorch_model.bin`) and `tokenizer.json`, run with the packed BERT forward pass of
+//! [`super::packed`] (candle tensors, no padding).
 //!
 //! The tokenizer's own padding and truncation are replaced: each input is truncated at
-//! the resolved maximum length (special tokens included, as sentence-transformers does).
-//! A batch only ever holds inputs of the same token length, so nothing is padded: padded
-//! attention changes a vector's last bits with the company it is batched in, and since
-//! the embedding cache shares vectors between jobs, that would make result rows depend
-//! on which job encoded a sentence first (DESIGN.md invariant 4). Unpadded, a text's
-//! vector is bit-identical alone or in any batch (`tests/embed_minilm.rs` checks it).
-//! The vectors come back in input order; identical texts in one call are encoded once.
+//! the resolved maximum length (special tokens included, as sentence-transformers does)
+//! and never padded: a batch's sequences are packed end to end, and attention runs per
+//! sequence. So a text's vector is bit-identical alone or in any batch
+//! (`tests/embed_minilm.rs` checks it). That matters beyond tidiness: the embedding cache
+//! shares vectors between jobs, and padded attention, which changes a vector's last bits
+//! with its batch companions, made result rows depend on which job encoded a sentence
+//! first (DESIGN.md invariant 4). Inputs are sorted by length before batching and the
+//! vectors come back in input order. Identical texts in one call are encoded once.
 
+use super::packed::{self, PackedBert};
 use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 /// Version of the fingerprint recipe; bump it when what goes into a vector changes.
-const FINGERPRINT_VERSION: &str = "credence-encoder-1";
+const FINGERPRINT_VERSION: &str = "credence-encoder-2";
 
 /// Numeric precision of the weights and activations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,11 +105,10 @@ pub fn device(name: &str) -> Result<Device, EmbedError> {
 
 /// A BERT-family sentence encoder loaded from a local folder.
 pub struct BertEncoder {
-    model: BertModel,
+    model: PackedBert,
     tokenizer: Tokenizer,
     settings: EncoderSettings,
     options: EncoderOptions,
-    pad_id: u32,
     dim: usize,
     fingerprint: String,
     folder: PathBuf,
@@ -179,7 +182,7 @@ impl BertEncoder {
         } else {
             pth
         };
-        let model = BertModel::load(vb, &config).map_err(|source| EmbedError::Weights {
+        let model = PackedBert::load(vb, &config).map_err(|source| EmbedError::Weights {
             path: weights_path,
             source,
         })?;
@@ -216,7 +219,6 @@ impl BertEncoder {
             model,
             tokenizer,
             settings,
-            pad_id: config.pad_token_id as u32,
             dim: config.hidden_size,
             options,
             fingerprint,
@@ -258,38 +260,13 @@ impl BertEncoder {
             .collect())
     }
 
-    /// One forward pass over sequences padded to the longest; one unit vector per row.
+    /// One forward pass over a batch of sequences (packed, unpadded); one unit vector
+    /// per sequence.
     fn encode_batch(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let device = &self.options.device;
-        let longest = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(batch.len() * longest);
-        let mut mask = Vec::with_capacity(batch.len() * longest);
-        for seq in batch {
-            ids.extend_from_slice(seq);
-            ids.extend(std::iter::repeat_n(self.pad_id, longest - seq.len()));
-            mask.extend(std::iter::repeat_n(1u32, seq.len()));
-            mask.extend(std::iter::repeat_n(0u32, longest - seq.len()));
-        }
-        let ids = Tensor::from_vec(ids, (batch.len(), longest), device)?;
-        let mask = Tensor::from_vec(mask, (batch.len(), longest), device)?;
-        let token_types = ids.zeros_like()?;
-        let states = self.model.forward(&ids, &token_types, Some(&mask))?;
-        let states = states.to_dtype(DType::F32)?;
-        let pooled = match self.settings.pooling {
-            Pooling::Cls => states.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                let summed = states.broadcast_mul(&m)?.sum(1)?;
-                let counts = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-                summed.broadcast_div(&counts)?
-            }
-        };
-        let norms = pooled
-            .sqr()?
-            .sum_keepdim(D::Minus1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        pooled.broadcast_div(&norms)?.to_vec2::<f32>()
+        let states = self.model.forward(batch)?;
+        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
+        let pooled = packed::pool(&states, &lengths, self.settings.pooling == Pooling::Cls)?;
+        packed::l2_normalise(&pooled)?.to_vec2::<f32>()
     }
 }
 
@@ -316,18 +293,27 @@ impl Encoder for BertEncoder {
             })
             .collect();
         let ids = self.token_ids(&distinct)?;
-        // Longest first, ties in input order; batches never mix lengths (see above).
+        // Longest first, ties in input order.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
         let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
         let _span = tracing::debug_span!("encode", n = distinct.len()).entered();
-        for same_length in order.chunk_by(|&a, &b| ids[a].len() == ids[b].len()) {
-            for chunk in same_length.chunks(self.options.batch_size) {
-                let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-                let out = self.encode_batch(&batch).map_err(EmbedError::Model)?;
-                for (&i, v) in chunk.iter().zip(out) {
-                    vectors[i] = v;
-                }
+        let chunks: Vec<&[usize]> = order.chunks(self.options.batch_size).collect();
+        let run = |chunk: &&[usize]| {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            self.encode_batch(&batch).map_err(EmbedError::Model)
+        };
+        // On CPU, batches run side by side on the rayon pool (candle's matmuls share the
+        // same pool), so the per-sentence attention and the element-wise layers use
+        // every core too; with one thread this is a plain loop.
+        let outputs: Vec<Vec<Vec<f32>>> = if self.options.device.is_cpu() {
+            chunks.par_iter().map(run).collect::<Result<_, _>>()?
+        } else {
+            chunks.iter().map(run).collect::<Result<_, _>>()?
+        };
+        for (chunk, out) in chunks.iter().zip(outputs) {
+            for (&i, v) in chunk.iter().zip(out) {
+                vectors[i] = v;
             }
         }
         Ok(slot.into_iter().map(|s| vectors[s].clone()).collect())
@@ -341,7 +327,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, EmbedError> {
     })
 }
 
-/// The folder's tokenizer with its padding removed (batches pad themselves) and its
+/// The folder's tokenizer with its padding removed (batches are packed, not padded) and its
 /// truncation set to `max_len` (a MiniLM tokenizer.json says 128; sentence-transformers
 /// uses 256).
 fn load_tokenizer(path: &Path, max_len: usize) -> Result<Tokenizer, EmbedError> {

@@ -15,6 +15,7 @@
 
 pub mod bert;
 pub mod cached;
+mod packed;
 pub mod preset;
 
 pub use bert::{device, BertEncoder, EncoderOptions, Precision};
