@@ -76,7 +76,7 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
         return;
     };
     // 400 examples in shards of 2: 200 shards x 2 models x 4 modes = 1600 jobs.
-    let sweep = c.write_sweep("kills", 400, 2);
+    let sweep = c.write_encoded_sweep("kills", 400, 2);
     let expected = c.embedded_rows(&sweep);
     let coordinator = follow(&c, &sweep.display().to_string());
     wait_planned(&c, "kills", 1600);

@@ -319,6 +319,24 @@ impl Cluster {
     /// Writes a sweep over `n` examples (the sample's, cycled with fresh ids) to the
     /// test's folder.
     pub fn write_sweep(&self, name: &str, n: usize, shard_size: u32) -> PathBuf {
+        self.write_generated_sweep(name, n, shard_size, false)
+    }
+
+    /// Like [`Cluster::write_sweep`], but every example's text is made unique and the
+    /// sweep embeds claims with all-MiniLM-L6-v2, so each job does real encoder work (tens
+    /// of milliseconds rather than a few database round trips): a kill then lands mid-job
+    /// far more often.
+    pub fn write_encoded_sweep(&self, name: &str, n: usize, shard_size: u32) -> PathBuf {
+        self.write_generated_sweep(name, n, shard_size, true)
+    }
+
+    fn write_generated_sweep(
+        &self,
+        name: &str,
+        n: usize,
+        shard_size: u32,
+        encoder: bool,
+    ) -> PathBuf {
         let sample = std::fs::read_to_string(workspace().join("examples/sample.jsonl"))
             .expect("the shipped sample");
         let lines: Vec<serde_json::Value> = sample
@@ -329,15 +347,24 @@ impl Cluster {
         for i in 0..n {
             let mut ex = lines[i % lines.len()].clone();
             ex["id"] = serde_json::Value::String(format!("g{i:05}"));
+            if encoder {
+                let text = ex["text"].as_str().expect("sample text").to_string();
+                ex["text"] = serde_json::Value::String(format!("Report {i}: {text}"));
+            }
             data.push_str(&ex.to_string());
             data.push('\n');
         }
         std::fs::write(self.dir.path().join(format!("{name}.jsonl")), data).expect("dataset");
         let sweep = self.dir.path().join(format!("{name}.toml"));
+        let encoder = if encoder {
+            "[encoder]\npreset = \"all-MiniLM-L6-v2\"\n\n"
+        } else {
+            ""
+        };
         std::fs::write(
             &sweep,
             format!(
-                "[sweep]\nname = \"{name}\"\nmodes = [\"base\", \"repair\", \"self_repair\", \"all\"]\nshard_size = {shard_size}\n\n\
+                "[sweep]\nname = \"{name}\"\nmodes = [\"base\", \"repair\", \"self_repair\", \"all\"]\nshard_size = {shard_size}\n\n{encoder}\
                  [[models]]\nname = \"sentence-split\"\nbackend = \"sentence-split\"\n\n\
                  [[models]]\nname = \"conjunction-oracle\"\nbackend = \"conjunction-oracle\"\n\n\
                  [[datasets]]\nid = \"gen\"\npath = \"{name}.jsonl\"\n"
