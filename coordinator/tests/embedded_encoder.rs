@@ -2,8 +2,11 @@
 //! through the embedding cache (a second run over the same texts encodes nothing), and
 //! `credence embed` writes one vector line per input line. Uses the real all-MiniLM-L6-v2.
 
+mod common;
+
+use common::{sql, stderr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -29,24 +32,6 @@ fn credence(models: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_credence"));
     c.env("RUST_LOG", "warn").env("CREDENCE_MODELS_DIR", models);
     c
-}
-
-fn sql(db: &Path, query: &str) -> String {
-    let out = Command::new("sqlite3")
-        .arg(db)
-        .arg(query)
-        .output()
-        .expect("sqlite3 is installed by scripts/setup");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 fn write_sweep(dir: &Path, name: &str) -> PathBuf {

@@ -1,6 +1,9 @@
 //! End-to-end tests of `credence run` on the embedded engine: the real binary, a real
 //! SQLite file, the shipped sample, and crashes (SIGKILL, Ctrl-C) in the middle.
 
+mod common;
+
+use common::{sql, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -24,28 +27,6 @@ fn run_sweep(sweep: &Path, db: &Path, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .expect("running credence")
-}
-
-fn sql(db: &Path, query: &str) -> String {
-    let out = Command::new("sqlite3")
-        .arg(db)
-        .arg(query)
-        .output()
-        .expect("sqlite3 is installed by scripts/setup");
-    assert!(
-        out.status.success(),
-        "sqlite3 failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 #[test]
