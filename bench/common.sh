@@ -14,7 +14,7 @@ fi
 # spaCy loads the same pipeline folder credence reads (files checked by sha256 at load).
 "$VENV/bin/python" -c "import spacy; print('spaCy', spacy.__version__)"
 if [ -z "${CREDENCE_BIN:-}" ]; then
-    # Our crates at opt-level 3 like a release build, without rebuilding the dependencies.
-    (cd "$ROOT" && cargo build -q -p credence --config 'profile.dev.package.credence-worker.opt-level=3')
+    # The dev profile optimises the worker crate (the parser) like a release build.
+    (cd "$ROOT" && cargo build -q -p credence)
     CREDENCE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/credence"
 fi

@@ -4,7 +4,9 @@
 
 mod common;
 
-use credence_worker::embed::{load_encoder, BertEncoder, Encoder, EncoderOptions, Pooling};
+use credence_worker::embed::{
+    load_encoder, Backend, BertEncoder, Encoder, EncoderOptions, Pooling,
+};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -17,12 +19,17 @@ struct Golden {
 }
 
 fn minilm(batch_size: usize) -> Option<BertEncoder> {
+    minilm_on(batch_size, Backend::Auto)
+}
+
+fn minilm_on(batch_size: usize, backend: Backend) -> Option<BertEncoder> {
     let folder = common::require(
         common::models_dir().join("all-MiniLM-L6-v2"),
         "all-MiniLM-L6-v2 weights",
     )?;
     let options = EncoderOptions {
         batch_size,
+        backend,
         ..EncoderOptions::default()
     };
     Some(load_encoder("all-MiniLM-L6-v2", Some(&folder), options).expect("loading MiniLM"))
@@ -52,11 +59,63 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na * nb)
 }
 
+/// The backends this machine runs: candle everywhere, native where the CPU has AVX2+FMA.
+fn backends() -> Vec<Backend> {
+    #[cfg(target_arch = "x86_64")]
+    let native_runs =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let native_runs = false;
+    if native_runs {
+        vec![Backend::Native, Backend::Candle]
+    } else {
+        vec![Backend::Candle]
+    }
+}
+
 #[test]
 fn matches_sentence_transformers_golden_vectors() {
-    let (Some(encoder), Some(goldens)) = (minilm(32), goldens()) else {
+    for backend in backends() {
+        let (Some(encoder), Some(goldens)) = (minilm_on(32, backend), goldens()) else {
+            return;
+        };
+        assert_eq!(encoder.backend(), backend);
+        check_goldens(&encoder, &goldens);
+    }
+}
+
+#[test]
+fn native_and_candle_passes_agree_to_float_rounding() {
+    if backends().len() < 2 {
+        return;
+    }
+    let (Some(native), Some(candle), Some(goldens)) = (
+        minilm_on(16, Backend::Native),
+        minilm_on(16, Backend::Candle),
+        goldens(),
+    ) else {
         return;
     };
+    assert_ne!(native.fingerprint(), candle.fingerprint());
+    let texts: Vec<&str> = goldens.iter().map(|g| g.text.as_str()).collect();
+    let (a, b) = (
+        native.encode(&texts).unwrap(),
+        candle.encode(&texts).unwrap(),
+    );
+    let mut worst = 0.0f32;
+    for (x, y) in a.iter().zip(&b) {
+        for (p, q) in x.iter().zip(y) {
+            worst = worst.max((p - q).abs());
+        }
+    }
+    eprintln!(
+        "max abs diff native vs candle over {} texts: {worst:e}",
+        texts.len()
+    );
+    assert!(worst <= 1e-5, "native and candle differ by {worst}");
+}
+
+fn check_goldens(encoder: &BertEncoder, goldens: &[Golden]) {
     assert_eq!(encoder.settings().pooling, Pooling::Mean);
     assert_eq!(
         encoder.settings().max_len,
@@ -96,9 +155,15 @@ fn matches_sentence_transformers_golden_vectors() {
 
 #[test]
 fn vectors_are_bit_identical_whatever_the_batch_size_or_order() {
-    let (Some(mut encoder), Some(goldens)) = (minilm(1), goldens()) else {
-        return;
-    };
+    for backend in backends() {
+        let (Some(mut encoder), Some(goldens)) = (minilm_on(1, backend), goldens()) else {
+            return;
+        };
+        check_batch_invariance(&mut encoder, &goldens);
+    }
+}
+
+fn check_batch_invariance(encoder: &mut BertEncoder, goldens: &[Golden]) {
     // Mixed lengths (short claims to truncated 256-piece texts); 96 of them, so batch 64
     // runs a full and a partial batch.
     let texts: Vec<&str> = goldens.iter().take(96).map(|g| g.text.as_str()).collect();

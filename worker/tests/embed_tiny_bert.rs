@@ -5,7 +5,9 @@
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::bert::{BertModel, Config};
-use credence_worker::embed::{load_encoder, BertEncoder, Encoder, EncoderOptions, Pooling};
+use credence_worker::embed::{
+    load_encoder, Backend, BertEncoder, Encoder, EncoderOptions, Pooling,
+};
 use std::path::Path;
 
 const WORDS: [&str; 16] = [
@@ -105,8 +107,13 @@ fn write_tiny_bert(dir: &Path) {
 }
 
 fn encoder(dir: &Path, preset: &str, batch_size: usize) -> BertEncoder {
+    encoder_on(dir, preset, batch_size, Backend::Auto)
+}
+
+fn encoder_on(dir: &Path, preset: &str, batch_size: usize, backend: Backend) -> BertEncoder {
     let options = EncoderOptions {
         batch_size,
+        backend,
         ..EncoderOptions::default()
     };
     load_encoder(preset, Some(dir), options).unwrap()
@@ -157,22 +164,44 @@ fn cls_and_mean_pooling_follow_the_preset() {
         "A dog ran.",
         "the bridge collapsed",
     ];
-    let bge = encoder(dir.path(), "bge-small-en-v1.5", 2);
-    let minilm = encoder(dir.path(), "all-MiniLM-L6-v2", 2);
+    // Both forward passes, each against candle's own BERT run by hand.
+    for backend in backends() {
+        let bge = encoder_on(dir.path(), "bge-small-en-v1.5", 2, backend);
+        let minilm = encoder_on(dir.path(), "all-MiniLM-L6-v2", 2, backend);
+        assert_eq!(bge.backend(), backend);
+        check_pooling(dir.path(), &bge, &minilm, &texts);
+    }
+}
+
+/// The backends this machine runs: candle everywhere, native where the CPU has AVX2+FMA.
+fn backends() -> Vec<Backend> {
+    #[cfg(target_arch = "x86_64")]
+    let native_runs =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let native_runs = false;
+    if native_runs {
+        vec![Backend::Native, Backend::Candle]
+    } else {
+        vec![Backend::Candle]
+    }
+}
+
+fn check_pooling(dir: &Path, bge: &BertEncoder, minilm: &BertEncoder, texts: &[&str]) {
     assert_eq!(bge.settings().pooling, Pooling::Cls);
     assert_eq!(minilm.settings().pooling, Pooling::Mean);
     assert_eq!(bge.dim(), 16);
-    let cls = bge.encode(&texts).unwrap();
-    let mean = minilm.encode(&texts).unwrap();
-    let ids = bge.token_ids(&texts).unwrap();
+    let cls = bge.encode(texts).unwrap();
+    let mean = minilm.encode(texts).unwrap();
+    let ids = bge.token_ids(texts).unwrap();
     for (i, ids) in ids.iter().enumerate() {
         // Padding is not the tokenizer.json's fixed 128: just the text and its specials.
         assert_eq!(ids.first(), Some(&2));
         assert_eq!(ids.last(), Some(&3));
         assert!(ids.len() < 12, "{ids:?}");
-        let d = max_abs_diff(&cls[i], &by_hand(dir.path(), ids, Pooling::Cls));
+        let d = max_abs_diff(&cls[i], &by_hand(dir, ids, Pooling::Cls));
         assert!(d <= 1e-5, "CLS text {i}: {d}");
-        let d = max_abs_diff(&mean[i], &by_hand(dir.path(), ids, Pooling::Mean));
+        let d = max_abs_diff(&mean[i], &by_hand(dir, ids, Pooling::Mean));
         assert!(d <= 1e-5, "mean text {i}: {d}");
         assert!(max_abs_diff(&cls[i], &mean[i]) > 1e-3, "CLS and mean agree");
     }

@@ -2,10 +2,10 @@
 //! (sentences/s) at several batch sizes. A benchmark, not a test; `bench/embed` runs it
 //! single-threaded and on all cores next to sentence-transformers.
 
-use super::embed::{parse_precision, read_inputs};
+use super::embed::{parse_backend, parse_precision, read_inputs};
 use anyhow::Context;
 use clap::Args;
-use credence_worker::embed::{self, Encoder, EncoderOptions, Precision};
+use credence_worker::embed::{self, Backend, Encoder, EncoderOptions, Precision};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -32,6 +32,9 @@ pub struct BenchEmbedArgs {
     /// f32, f16 or bf16 (half precision on CUDA only).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: Precision,
+    /// auto, native or candle (as for `credence embed`).
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    backend: Backend,
 }
 
 /// Runs the benchmark.
@@ -44,6 +47,7 @@ pub fn run(args: BenchEmbedArgs) -> anyhow::Result<ExitCode> {
     let options = EncoderOptions {
         device: embed::device(&args.device)?,
         precision: args.precision,
+        backend: args.backend,
         ..EncoderOptions::default()
     };
     let mut encoder = embed::load_encoder(&args.encoder, None, options)
@@ -60,7 +64,7 @@ pub fn run(args: BenchEmbedArgs) -> anyhow::Result<ExitCode> {
             "encoder returned too few vectors"
         );
         let line = serde_json::json!({
-            "impl": "credence-candle",
+            "impl": format!("credence-{}", encoder.backend().as_str()),
             "encoder": args.encoder,
             "sentences": texts.len(),
             "batch_size": batch_size,

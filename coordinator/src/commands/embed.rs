@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use credence_worker::embed::{self, Encoder, EncoderOptions, Precision};
+use credence_worker::embed::{self, Backend, Encoder, EncoderOptions, Precision};
 use serde::Deserialize;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -31,9 +31,19 @@ pub struct EmbedArgs {
     /// f32, f16 or bf16 (half precision on CUDA only).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: Precision,
+    /// auto (native CPU kernels where the CPU has AVX2 and FMA, else candle), native or
+    /// candle. The backend is part of the encoder fingerprint.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    backend: Backend,
 }
 
 /// Parses `f32`, `f16` or `bf16`.
+/// Parses `--backend`.
+pub fn parse_backend(s: &str) -> Result<Backend, String> {
+    Backend::parse(s)
+        .ok_or_else(|| format!("unknown backend {s:?}; expected auto, native or candle"))
+}
+
 pub fn parse_precision(s: &str) -> Result<Precision, String> {
     match s {
         "f32" => Ok(Precision::F32),
@@ -82,6 +92,7 @@ pub fn run(args: EmbedArgs) -> anyhow::Result<ExitCode> {
         batch_size: args.batch_size as usize,
         device: embed::device(&args.device)?,
         precision: args.precision,
+        backend: args.backend,
     };
     let encoder = embed::load_encoder(&args.encoder, None, options)
         .with_context(|| format!("loading encoder {:?}", args.encoder))?;

@@ -13,6 +13,7 @@
 //! first (DESIGN.md invariant 4). Inputs are sorted by length before batching and the
 //! vectors come back in input order. Identical texts in one call are encoded once.
 
+use super::native::{self, NativeBert};
 use super::packed::{self, PackedBert};
 use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
@@ -26,7 +27,7 @@ use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 /// Version of the fingerprint recipe; bump it when what goes into a vector changes.
-const FINGERPRINT_VERSION: &str = "credence-encoder-2";
+const FINGERPRINT_VERSION: &str = "credence-encoder-3";
 
 /// Numeric precision of the weights and activations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,6 +59,39 @@ impl Precision {
     }
 }
 
+/// Which implementation runs the forward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The native kernels where they run (CPU with AVX2 and FMA, f32), else candle.
+    #[default]
+    Auto,
+    /// The native CPU kernels (`embed::native`); an error where they cannot run.
+    Native,
+    /// candle tensors on the chosen device.
+    Candle,
+}
+
+impl Backend {
+    /// `auto`, `native` or `candle`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(Backend::Auto),
+            "native" => Some(Backend::Native),
+            "candle" => Some(Backend::Candle),
+            _ => None,
+        }
+    }
+
+    /// The name [`Backend::parse`] reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Native => "native",
+            Backend::Candle => "candle",
+        }
+    }
+}
+
 /// How to run an encoder.
 #[derive(Debug, Clone)]
 pub struct EncoderOptions {
@@ -67,6 +101,8 @@ pub struct EncoderOptions {
     pub device: Device,
     /// Weight and activation precision; half precision needs CUDA.
     pub precision: Precision,
+    /// Which implementation runs the forward pass.
+    pub backend: Backend,
 }
 
 impl Default for EncoderOptions {
@@ -75,8 +111,15 @@ impl Default for EncoderOptions {
             batch_size: 64,
             device: Device::Cpu,
             precision: Precision::F32,
+            backend: Backend::Auto,
         }
     }
+}
+
+/// The forward pass in use.
+enum Forward {
+    Native(NativeBert),
+    Candle(PackedBert),
 }
 
 /// The device named `cpu`, `cuda` or `cuda:N`. CUDA needs the `cuda` cargo feature.
@@ -105,7 +148,7 @@ pub fn device(name: &str) -> Result<Device, EmbedError> {
 
 /// A BERT-family sentence encoder loaded from a local folder.
 pub struct BertEncoder {
-    model: PackedBert,
+    model: Forward,
     tokenizer: Tokenizer,
     settings: EncoderSettings,
     options: EncoderOptions,
@@ -183,15 +226,43 @@ impl BertEncoder {
             pth
         };
         let model = PackedBert::load(vb, &config).map_err(|source| EmbedError::Weights {
-            path: weights_path,
+            path: weights_path.clone(),
             source,
         })?;
+        let native_fits =
+            options.device.is_cpu() && options.precision == Precision::F32 && native::supported();
+        let model = match options.backend {
+            Backend::Candle => Forward::Candle(model),
+            Backend::Auto if !native_fits => Forward::Candle(model),
+            Backend::Native if !native_fits => {
+                return Err(EmbedError::Device {
+                    message: "the native backend runs f32 on a CPU with AVX2 and FMA; \
+                              use --backend candle (or auto) here"
+                        .into(),
+                })
+            }
+            Backend::Auto | Backend::Native => {
+                Forward::Native(NativeBert::from_candle(&model).map_err(|source| {
+                    EmbedError::Weights {
+                        path: weights_path,
+                        source,
+                    }
+                })?)
+            }
+        };
+        let backend = match model {
+            Forward::Native(_) => "native-avx2-fma",
+            Forward::Candle(_) => "candle",
+        };
 
         let config_bytes = read_file(&config_path)?;
         let tokenizer_bytes = read_file(&tokenizer_path)?;
         let max_len = settings.max_len.to_string();
-        let parts: [&[u8]; 8] = [
+        // The backend is part of what made a vector: the native and candle passes agree
+        // only to float rounding.
+        let parts: [&[u8]; 9] = [
             FINGERPRINT_VERSION.as_bytes(),
+            backend.as_bytes(),
             &weights_sha[..],
             &config_bytes,
             &tokenizer_bytes,
@@ -212,6 +283,7 @@ impl BertEncoder {
             pooling = settings.pooling.as_str(),
             prefix = %settings.prefix,
             max_len = settings.max_len,
+            backend,
             fingerprint = %&fingerprint[..12],
             "encoder loaded"
         );
@@ -263,10 +335,27 @@ impl BertEncoder {
     /// One forward pass over a batch of sequences (packed, unpadded); one unit vector
     /// per sequence.
     fn encode_batch(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let states = self.model.forward(batch)?;
         let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
-        let pooled = packed::pool(&states, &lengths, self.settings.pooling == Pooling::Cls)?;
-        packed::l2_normalise(&pooled)?.to_vec2::<f32>()
+        let cls = self.settings.pooling == Pooling::Cls;
+        match &self.model {
+            Forward::Native(model) => {
+                let states = model.forward(batch)?;
+                Ok(native::pool_normalised(&states, self.dim, &lengths, cls))
+            }
+            Forward::Candle(model) => {
+                let states = model.forward(batch)?;
+                let pooled = packed::pool(&states, &lengths, cls)?;
+                packed::l2_normalise(&pooled)?.to_vec2::<f32>()
+            }
+        }
+    }
+
+    /// The backend running the forward pass: `native` or `candle`.
+    pub fn backend(&self) -> Backend {
+        match self.model {
+            Forward::Native(_) => Backend::Native,
+            Forward::Candle(_) => Backend::Candle,
+        }
     }
 }
 

@@ -15,10 +15,11 @@
 
 pub mod bert;
 pub mod cached;
+mod native;
 mod packed;
 pub mod preset;
 
-pub use bert::{device, BertEncoder, EncoderOptions, Precision};
+pub use bert::{device, Backend, BertEncoder, EncoderOptions, Precision};
 pub use cached::{CacheCounts, CachedEncoder};
 pub use preset::{EncoderSettings, Pooling, Preset, PRESETS};
 

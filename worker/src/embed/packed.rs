@@ -13,9 +13,9 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
 
 /// A dense layer with its weight stored as `[in, out]`.
-struct Dense {
-    weight_t: Tensor,
-    bias: Tensor,
+pub(super) struct Dense {
+    pub(super) weight_t: Tensor,
+    pub(super) bias: Tensor,
 }
 
 impl Dense {
@@ -40,10 +40,10 @@ impl Dense {
 }
 
 /// Layer normalisation over the last dimension.
-struct Norm {
-    weight: Tensor,
-    bias: Tensor,
-    eps: f32,
+pub(super) struct Norm {
+    pub(super) weight: Tensor,
+    pub(super) bias: Tensor,
+    pub(super) eps: f32,
 }
 
 impl Norm {
@@ -61,13 +61,13 @@ impl Norm {
 }
 
 /// One transformer layer.
-struct Layer {
-    qkv: Dense,
-    attention_out: Dense,
-    attention_norm: Norm,
-    intermediate: Dense,
-    output: Dense,
-    output_norm: Norm,
+pub(super) struct Layer {
+    pub(super) qkv: Dense,
+    pub(super) attention_out: Dense,
+    pub(super) attention_norm: Norm,
+    pub(super) intermediate: Dense,
+    pub(super) output: Dense,
+    pub(super) output_norm: Norm,
 }
 
 impl Layer {
@@ -102,14 +102,14 @@ impl Layer {
 
 /// A BERT encoder over packed (unpadded) batches.
 pub(crate) struct PackedBert {
-    word_embeddings: Tensor,
-    position_embeddings: Tensor,
-    token_type_row: Tensor,
-    embedding_norm: Norm,
-    layers: Vec<Layer>,
-    heads: usize,
-    head_dim: usize,
-    activation: HiddenAct,
+    pub(super) word_embeddings: Tensor,
+    pub(super) position_embeddings: Tensor,
+    pub(super) token_type_row: Tensor,
+    pub(super) embedding_norm: Norm,
+    pub(super) layers: Vec<Layer>,
+    pub(super) heads: usize,
+    pub(super) head_dim: usize,
+    pub(super) activation: HiddenAct,
     device: Device,
 }
 
