@@ -59,23 +59,9 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na * nb)
 }
 
-/// The backends this machine runs: candle everywhere, native where the CPU has AVX2+FMA.
-fn backends() -> Vec<Backend> {
-    #[cfg(target_arch = "x86_64")]
-    let native_runs =
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    let native_runs = false;
-    if native_runs {
-        vec![Backend::Native, Backend::Candle]
-    } else {
-        vec![Backend::Candle]
-    }
-}
-
 #[test]
 fn matches_sentence_transformers_golden_vectors() {
-    for backend in backends() {
+    for backend in common::encoder_backends() {
         let (Some(encoder), Some(goldens)) = (minilm_on(32, backend), goldens()) else {
             return;
         };
@@ -86,7 +72,7 @@ fn matches_sentence_transformers_golden_vectors() {
 
 #[test]
 fn native_and_candle_passes_agree_to_float_rounding() {
-    if backends().len() < 2 {
+    if common::encoder_backends().len() < 2 {
         return;
     }
     let (Some(native), Some(candle), Some(goldens)) = (
@@ -155,7 +141,7 @@ fn check_goldens(encoder: &BertEncoder, goldens: &[Golden]) {
 
 #[test]
 fn vectors_are_bit_identical_whatever_the_batch_size_or_order() {
-    for backend in backends() {
+    for backend in common::encoder_backends() {
         let (Some(mut encoder), Some(goldens)) = (minilm_on(1, backend), goldens()) else {
             return;
         };

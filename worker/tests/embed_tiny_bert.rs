@@ -2,6 +2,8 @@
 //! CLS encoder can be had here), mean pooling, prefixes, truncation and the tokenizer
 //! overrides, each checked against candle's BERT run by hand on the same folder.
 
+mod common;
+
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::bert::{BertModel, Config};
@@ -165,25 +167,11 @@ fn cls_and_mean_pooling_follow_the_preset() {
         "the bridge collapsed",
     ];
     // Both forward passes, each against candle's own BERT run by hand.
-    for backend in backends() {
+    for backend in common::encoder_backends() {
         let bge = encoder_on(dir.path(), "bge-small-en-v1.5", 2, backend);
         let minilm = encoder_on(dir.path(), "all-MiniLM-L6-v2", 2, backend);
         assert_eq!(bge.backend(), backend);
         check_pooling(dir.path(), &bge, &minilm, &texts);
-    }
-}
-
-/// The backends this machine runs: candle everywhere, native where the CPU has AVX2+FMA.
-fn backends() -> Vec<Backend> {
-    #[cfg(target_arch = "x86_64")]
-    let native_runs =
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    let native_runs = false;
-    if native_runs {
-        vec![Backend::Native, Backend::Candle]
-    } else {
-        vec![Backend::Candle]
     }
 }
 

@@ -4,7 +4,23 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+use credence_worker::embed::Backend;
 use std::path::{Path, PathBuf};
+
+/// The encoder backends this machine runs: candle everywhere, native where the CPU has
+/// AVX2 and FMA (every CI machine here).
+pub fn encoder_backends() -> Vec<Backend> {
+    #[cfg(target_arch = "x86_64")]
+    let native_runs =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let native_runs = false;
+    if native_runs {
+        vec![Backend::Native, Backend::Candle]
+    } else {
+        vec![Backend::Candle]
+    }
+}
 
 /// Whether the tests run under CI (`CI=true`).
 pub fn in_ci() -> bool {
