@@ -232,26 +232,8 @@ fn gelu_erf(x: &Tensor) -> Result<Tensor> {
         return x.gelu_erf();
     }
     let mut values = x.flatten_all()?.to_vec1::<f32>()?;
-    for v in &mut values {
-        *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2));
-    }
+    super::native::gelu_erf(&mut values);
     Tensor::from_vec(values, x.shape(), x.device())
-}
-
-/// erf by Abramowitz and Stegun 7.1.26.
-fn erf(x: f32) -> f32 {
-    const P: f32 = 0.327_591_1;
-    const A: [f32; 5] = [
-        0.254_829_6,
-        -0.284_496_74,
-        1.421_413_7,
-        -1.453_152,
-        1.061_405_4,
-    ];
-    let a = x.abs();
-    let t = 1.0 / (1.0 + P * a);
-    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
-    (1.0 - poly * (-a * a).exp()).copysign(x)
 }
 
 /// One pooled vector per sequence from packed hidden states: the first token (CLS) or

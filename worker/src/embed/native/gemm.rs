@@ -256,45 +256,30 @@ unsafe fn kernel_6x16(
     // SAFETY (whole body): the caller passes `a` with kc*6 values, `b` with kc*16 and
     // `c` with 6 rows of 16 at stride `ldc`.
     unsafe {
-        let mut acc = [_mm256_setzero_ps(); 12];
+        // Twelve accumulators, two per row; constant-bound loops over a fixed array, so
+        // the compiler unrolls them and keeps every accumulator in a register.
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
         if accumulate {
-            for r in 0..MR {
-                acc[2 * r] = _mm256_loadu_ps(c.add(r * ldc));
-                acc[2 * r + 1] = _mm256_loadu_ps(c.add(r * ldc + 8));
+            for (r, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm256_loadu_ps(c.add(r * ldc));
+                row[1] = _mm256_loadu_ps(c.add(r * ldc + 8));
             }
         }
-        let [mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31, mut c40, mut c41, mut c50, mut c51] =
-            acc;
-        let mut ap = a;
-        let mut bp = b;
+        let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
-            let a0 = _mm256_broadcast_ss(&*ap);
-            c00 = _mm256_fmadd_ps(a0, b0, c00);
-            c01 = _mm256_fmadd_ps(a0, b1, c01);
-            let a1 = _mm256_broadcast_ss(&*ap.add(1));
-            c10 = _mm256_fmadd_ps(a1, b0, c10);
-            c11 = _mm256_fmadd_ps(a1, b1, c11);
-            let a2 = _mm256_broadcast_ss(&*ap.add(2));
-            c20 = _mm256_fmadd_ps(a2, b0, c20);
-            c21 = _mm256_fmadd_ps(a2, b1, c21);
-            let a3 = _mm256_broadcast_ss(&*ap.add(3));
-            c30 = _mm256_fmadd_ps(a3, b0, c30);
-            c31 = _mm256_fmadd_ps(a3, b1, c31);
-            let a4 = _mm256_broadcast_ss(&*ap.add(4));
-            c40 = _mm256_fmadd_ps(a4, b0, c40);
-            c41 = _mm256_fmadd_ps(a4, b1, c41);
-            let a5 = _mm256_broadcast_ss(&*ap.add(5));
-            c50 = _mm256_fmadd_ps(a5, b0, c50);
-            c51 = _mm256_fmadd_ps(a5, b1, c51);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let ar = _mm256_broadcast_ss(&*ap.add(r));
+                row[0] = _mm256_fmadd_ps(ar, b0, row[0]);
+                row[1] = _mm256_fmadd_ps(ar, b1, row[1]);
+            }
             ap = ap.add(MR);
             bp = bp.add(NR);
         }
-        let acc = [c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51];
-        for r in 0..MR {
-            _mm256_storeu_ps(c.add(r * ldc), acc[2 * r]);
-            _mm256_storeu_ps(c.add(r * ldc + 8), acc[2 * r + 1]);
+        for (r, row) in acc.iter().enumerate() {
+            _mm256_storeu_ps(c.add(r * ldc), row[0]);
+            _mm256_storeu_ps(c.add(r * ldc + 8), row[1]);
         }
     }
 }
