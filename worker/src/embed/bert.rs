@@ -1,8 +1,8 @@
 //! The [`Encoder`] for BERT-family sentence encoders (BGE, MiniLM, e5): a local folder
 //! with `config.json`, `model.safetensors` (or `pytorch_model.bin`) and `tokenizer.json`,
 //! loaded with candle and run with a packed (unpadded) BERT forward pass: the native CPU
-//! kernels of [`super::native`] where the CPU has AVX2 and FMA, else candle's tensors
-//! ([`super::packed`]) on any device ([`Backend`]).
+//! kernels of `embed::native` where the CPU has AVX2 and FMA, else candle's tensors
+//! (`embed::packed`) on any device ([`Backend`]).
 //!
 //! The tokenizer's own padding and truncation are replaced: each input is truncated at
 //! the resolved maximum length (special tokens included, as sentence-transformers does)
