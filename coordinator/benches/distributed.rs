@@ -103,16 +103,14 @@ fn results(examples: &[Example]) -> Vec<ExampleResult> {
             claims: vec![e.text.clone(), "A second claim.".into()],
             pipeline_version: "base".into(),
             llm_calls: 0,
-            metrics: ExampleMetrics {
-                n_claims: 2,
-                jaccard_f1: 0.75,
-                semantic_f1: Some(0.8),
-                epr: Some(1.0),
-                avr: Some(0.0),
-                rr: Some(0.0),
-                verified: Some(true),
-                n_viol: Some(0),
-            },
+            verifier_json: Some(r#"{"n_viol":0,"avr":0.0}"#.into()),
+            repair_json: None,
+            error: None,
+            // Every metric set, as a verified sweep with an encoder writes them.
+            metrics: ExampleMetrics::from_values(
+                ExampleMetrics::DEFS.iter().map(|d| (d.name, 1.0)),
+            )
+            .expect("metric names from the list"),
         })
         .collect()
 }

@@ -2,18 +2,21 @@
 //! SQLite file. Resumes by difference (jobs with committed results are not redone), so a
 //! run stopped by Ctrl-C or SIGKILL continues where it was when started again.
 
-use crate::planning::{prepare, Plan};
+use crate::planning::{load_decomposers, prepare, Plan};
 use crate::progress::RunProgress;
 use anyhow::Context;
+use credence_shared::aggregation::aggregate_config;
 use credence_shared::job::Message;
 use credence_shared::queue::{job_queue, memory::MemoryQueue, Queue};
 use credence_shared::store::{
-    sqlite::SqliteStore, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
+    sqlite::SqliteStore, ConfigRef, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
 };
 use credence_shared::sweep::SweepSpec;
+use credence_worker::decompose::Decomposer;
 use credence_worker::embed::CacheCounts;
 use credence_worker::handler::JobHandler;
-use credence_worker::job_loop::{consume, JobEvent, LoopSettings};
+use credence_worker::job_loop::{consume, Aggregation, JobEvent, LoopSettings};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
@@ -61,14 +64,16 @@ pub async fn run(
 ) -> anyhow::Result<RunReport> {
     // Everything that can fail validation happens before the store is touched.
     let plan = prepare(sweep)?;
+    let decomposers = load_decomposers(&plan.sweep)?;
     let store = SqliteStore::open(&opts.db)
         .await
         .with_context(|| format!("opening the results database {}", opts.db.display()))?;
-    execute(plan, Arc::new(store), opts, stop).await
+    execute(plan, decomposers, Arc::new(store), opts, stop).await
 }
 
 async fn execute(
     plan: Plan,
+    decomposers: HashMap<String, Arc<dyn Decomposer>>,
     store: Arc<SqliteStore>,
     opts: &RunOptions,
     stop: watch::Receiver<bool>,
@@ -76,8 +81,7 @@ async fn execute(
     let Plan {
         sweep,
         datasets,
-        decomposers,
-        encoder,
+        scorer,
         jobs,
     } = plan;
     let run = RunRecord {
@@ -112,11 +116,7 @@ async fn execute(
     queue.close();
 
     let progress = opts.progress.then(|| RunProgress::new(&jobs, &finished));
-    let mut handler = JobHandler::new(decomposers);
-    if let Some(scoring) = &encoder {
-        handler = handler.with_semantic_scoring(scoring.clone());
-    }
-    let handler = Arc::new(handler);
+    let handler = Arc::new(JobHandler::new(decomposers).with_scorer(&run.run_id, scorer.clone()));
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..opts.workers.max(1) {
@@ -132,7 +132,8 @@ async fn execute(
             worker_id: format!("embedded-{}-{w}", std::process::id()),
             max_deliveries: opts.max_deliveries,
             heartbeat: None,
-            aggregation: None,
+            aggregation: Aggregation::Inline,
+            observer: Arc::new(credence_shared::observe::NoObserver),
         };
         tasks.spawn(async move {
             // Every worker drains the model queues in order; all models are loaded here.
@@ -166,9 +167,17 @@ async fn execute(
         summary: Vec::new(),
         embedding_cache: None,
     };
+    let mut aggregated: HashSet<ConfigRef> = HashSet::new();
     while let Some(event) = events_rx.recv().await {
         match event {
-            JobEvent::Done { job, .. } => {
+            JobEvent::Done {
+                job,
+                completes_config,
+                ..
+            } => {
+                if completes_config {
+                    aggregated.insert(ConfigRef::of(&job));
+                }
                 report.completed += 1;
                 if let Some(p) = &progress {
                     p.job_done(&job);
@@ -193,7 +202,28 @@ async fn execute(
     }
     report.interrupted = *stop.borrow()
         && report.already_done + report.completed + report.failed.len() < report.planned;
+    // A configuration finished by an earlier, interrupted run may have missed its
+    // aggregation (killed between the commit and the aggregation): aggregate every
+    // finished configuration this run did not. Aggregation overwrites, so this is safe.
+    if !report.interrupted {
+        let mut configs: Vec<ConfigRef> = Vec::new();
+        for job in &jobs {
+            let c = ConfigRef::of(job);
+            if !aggregated.contains(&c) && !configs.contains(&c) {
+                configs.push(c);
+            }
+        }
+        for c in configs {
+            if store.config_finished(&c).await? {
+                aggregate_config(store.as_ref(), &c)
+                    .await
+                    .with_context(|| {
+                        format!("aggregating {} / {} / {}", c.model, c.dataset, c.mode)
+                    })?;
+            }
+        }
+    }
     report.summary = store.summary(&jobs).await?;
-    report.embedding_cache = encoder.map(|e| e.encoder.counts());
+    report.embedding_cache = scorer.encoder.as_ref().map(|e| e.counts());
     Ok(report)
 }

@@ -1,9 +1,13 @@
 //! The credence coordinator: plans sweeps into jobs, runs them on the embedded engine
 //! ([`embedded`]) or launches them on the distributed one ([`distributed`]), shows progress ([`progress`]) and summarises results ([`summary`]).
+//! [`jsonl`] reads the `{"id", "text"}` inputs of `credence nlp parse` and `credence verify`.
 //! The `credence` binary (`main.rs`) only parses arguments and calls into here.
 
 pub mod distributed;
 pub mod embedded;
+pub mod jsonl;
+pub mod pipeline_bench;
 pub mod planning;
 pub mod progress;
+pub mod report;
 pub mod summary;

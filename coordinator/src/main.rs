@@ -30,12 +30,25 @@ enum Command {
     Dlq(commands::dlq::DlqArgs),
     /// Build the benchmark datasets from their sources; print a dataset's marker profile.
     Dataset(commands::dataset::DatasetArgs),
+    /// Decompose one sentence with an LLM endpoint, a sweep's model or a baseline; print
+    /// the raw completion and the parsed claims.
+    Decompose(commands::decompose::DecomposeArgs),
     /// Encode a JSONL file of texts with a sentence encoder; JSONL vectors out.
     Embed(commands::embed::EmbedArgs),
     /// Measure sentence-encoder throughput (sentences/s) per batch size.
     BenchEmbed(commands::bench_embed::BenchEmbedArgs),
+    /// Measure verification plus every per-example metric on real examples (examples/s).
+    BenchPipeline(commands::bench_pipeline::BenchPipelineArgs),
     /// The pure-Rust spaCy en_core_web_sm: parse JSONL texts, or benchmark it.
     Nlp(commands::nlp::NlpArgs),
+    /// The CREDENCE verifier: atomicity, entities, repetition, self-containment and
+    /// modality of claims against their source; or atomicity of a JSONL file of claims.
+    Verify(commands::verify::VerifyArgs),
+    /// A run's statistics (means with 95% intervals, paired comparisons) as JSON.
+    Report(commands::report::ReportArgs),
+    /// Bootstrap checks: export an index matrix, time the bootstrap.
+    #[command(hide = true)]
+    Stats(commands::stats::StatsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,9 +61,14 @@ fn main() -> std::process::ExitCode {
         Command::Coordinator(args) => commands::coordinator::run(args),
         Command::Dlq(args) => commands::dlq::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
+        Command::Decompose(args) => commands::decompose::run(args),
         Command::Embed(args) => commands::embed::run(args),
         Command::BenchEmbed(args) => commands::bench_embed::run(args),
         Command::Nlp(args) => commands::nlp::run(args),
+        Command::BenchPipeline(args) => commands::bench_pipeline::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Report(args) => commands::report::run(args),
+        Command::Stats(args) => commands::stats::run(args),
     };
     match result {
         Ok(code) => code,

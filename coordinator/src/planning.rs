@@ -6,14 +6,32 @@ use credence_shared::dataset::{self, LoadedDataset};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
 use credence_shared::sweep::SweepSpec;
 use credence_worker::decompose::{self, Decomposer};
-use credence_worker::handler::SemanticScoring;
+use credence_worker::pipeline::metrics::Scorer;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Loads the decomposer of every model of a sweep (the embedded engine, which runs them
+/// in this process), checking that each has the fingerprint it was planned with.
+pub fn load_decomposers(sweep: &SweepSpec) -> anyhow::Result<HashMap<String, Arc<dyn Decomposer>>> {
+    let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
+    for m in &sweep.models {
+        let d: Arc<dyn Decomposer> = Arc::from(decompose::load(m)?);
+        let planned = decompose::fingerprint(m)?;
+        anyhow::ensure!(
+            d.fingerprint() == planned,
+            "model {:?}: loaded fingerprint {} differs from the planned {planned}",
+            m.name,
+            d.fingerprint()
+        );
+        decomposers.insert(m.name.clone(), d);
+    }
+    Ok(decomposers)
+}
+
 /// Version of the per-example pipeline; part of every job key, so changing how results
 /// are computed re-runs the jobs.
-pub const PIPELINE_VERSION: &str = "foundation-1";
+pub const PIPELINE_VERSION: &str = "modes-1";
 
 /// A sweep ready to run: datasets loaded, decomposers built, jobs planned.
 pub struct Plan {
@@ -21,10 +39,8 @@ pub struct Plan {
     pub sweep: SweepSpec,
     /// Datasets by sweep id, in sweep order.
     pub datasets: Vec<(String, LoadedDataset)>,
-    /// Decomposers by model name.
-    pub decomposers: HashMap<String, Arc<dyn Decomposer>>,
-    /// The sweep's encoder behind the embedding cache, if it has an `[encoder]`.
-    pub encoder: Option<Arc<SemanticScoring>>,
+    /// The run's parser, verifier and encoder (behind the embedding cache).
+    pub scorer: Arc<Scorer>,
     /// Every job of the run, in plan order.
     pub jobs: Vec<Job>,
 }
@@ -37,24 +53,20 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
             dataset::load(&ds.path).with_context(|| format!("loading dataset {:?}", ds.id))?;
         datasets.push((ds.id.clone(), loaded));
     }
-    let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
+    // Fingerprints only: planning never loads a model or needs an endpoint's key.
     let mut models = Vec::new();
     for m in &sweep.models {
-        let d: Arc<dyn Decomposer> = Arc::from(decompose::load(m)?);
         models.push(PlannedModel {
             name: m.name.clone(),
-            fingerprint: d.fingerprint().to_string(),
+            fingerprint: decompose::fingerprint(m)?,
         });
-        decomposers.insert(m.name.clone(), d);
     }
-    let encoder = match &sweep.encoder {
-        None => None,
-        Some(spec) => Some(Arc::new(
-            SemanticScoring::load(spec, sweep.verifier.tau_dup)
-                .with_context(|| format!("loading encoder {:?}", spec.preset))?,
-        )),
-    };
-    let encoder_fingerprint = encoder.as_ref().map(|e| e.encoder.encoder().fingerprint());
+    let scorer = Arc::new(Scorer::load(
+        &sweep.nlp,
+        sweep.encoder.as_ref(),
+        &sweep.verifier,
+    )?);
+    let encoder_fingerprint = scorer.encoder.as_ref().map(|e| e.encoder().fingerprint());
     let planned: Vec<PlannedDataset> = datasets
         .iter()
         .map(|(id, d)| PlannedDataset {
@@ -74,8 +86,7 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
     Ok(Plan {
         sweep,
         datasets,
-        decomposers,
-        encoder,
+        scorer,
         jobs,
     })
 }
@@ -85,8 +96,10 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
 pub fn config_version(sweep: &SweepSpec, encoder_fingerprint: Option<&str>) -> String {
     let settings = serde_json::json!({
         "pipeline": PIPELINE_VERSION,
+        "self_repair_prompt": credence_worker::pipeline::repair::llm::VERSION,
         "verifier": sweep.verifier,
         "encoder": encoder_fingerprint,
+        "nlp": credence_worker::nlp::fingerprint(),
         "models": sweep.models.iter().map(|m| (&m.name, m.prompt, m.max_new_tokens)).collect::<Vec<_>>(),
     });
     hex::encode(Sha256::digest(settings.to_string().as_bytes()))[..16].to_string()

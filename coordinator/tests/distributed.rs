@@ -21,7 +21,9 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         return;
     };
     let expected = c.embedded_rows(std::path::Path::new(&demo()));
-    assert_eq!(expected.len(), 42 * 2 * 4);
+    assert_eq!(expected.predictions.len(), 42 * 2 * 4);
+    // Every prediction has its metrics (n_claims and Jaccard P/R/F1 at least).
+    assert!(expected.metrics.len() >= 4 * expected.predictions.len());
     let report = c.ok(&["sweep", "launch", &demo(), "--json"]);
     let report: serde_json::Value = serde_json::from_str(&report).expect("launch --json");
     assert_eq!(
@@ -36,6 +38,21 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         c.pg_rows(),
         expected,
         "distributed rows differ from the embedded engine's"
+    );
+
+    // The bootstrap (means, intervals, paired comparisons) gives the same rows, bit for
+    // bit, in both engines: per model 3 modes against base and all against repair, and
+    // the demo's one cross-model comparison, for every metric.
+    let stats = c.embedded_stats();
+    let metrics = stats.aggregates.len() / 8;
+    assert!(metrics >= 4, "{:?}", stats.aggregates);
+    assert_eq!(stats.aggregates.len(), 8 * metrics);
+    assert_eq!(stats.comparisons.len(), 9 * metrics);
+    assert!(stats.aggregates[0].ends_with("|Some(10000)|Some(42)|Some(\"percentile\")"));
+    assert_eq!(
+        c.pg_stats(),
+        stats,
+        "distributed aggregates or comparisons differ from the embedded engine's"
     );
 
     // Exactly one aggregation job per model x dataset x mode, decided in the store.
@@ -305,6 +322,31 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
         assert!(
             !err.contains("hunter2") && !err.contains("panicked"),
             "{err}"
+        );
+    }
+}
+
+/// Commands that end cleanly close their broker connection before the runtime stops, so
+/// they print no lapin `ERROR` lines on the way out.
+#[test]
+fn clean_commands_print_no_errors_on_exit() {
+    let Some(c) = Cluster::new("clean-exit", false) else {
+        return;
+    };
+    for args in [
+        &["sweep", "launch", &demo(), "--plan-only"][..],
+        &["sweep", "status", "demo"],
+        &["sweep", "status", "demo", "--json"],
+        &["sweep", "resume", "demo"],
+        &["sweep", "cancel", "demo"],
+        &["dlq", "list"],
+    ] {
+        let out = c.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "credence {args:?}: {stderr}");
+        assert!(
+            !stderr.contains("ERROR"),
+            "credence {args:?} printed errors on a clean run:\n{stderr}"
         );
     }
 }

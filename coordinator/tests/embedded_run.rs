@@ -70,14 +70,36 @@ fn demo_sweep_fills_the_store_and_reruns_without_work() {
         sql(&db, "select count(*) from example_metrics"),
         rows.to_string()
     );
-    // Modes without a pipeline say so.
+    // Each mode's rows name the pipeline behind them: the rule tier for `repair`, the
+    // gate and the rule tier for `all`, and nothing for `self_repair`, which needs an LLM
+    // the baselines do not have.
     assert_eq!(
         sql(
             &db,
-            "select count(*) from predictions where mode <> 'base' and pipeline_version <> 'none'"
+            "select group_concat(mode || ':' || pipeline_version, ',') from \
+             (select distinct mode, pipeline_version from predictions order by mode)"
+        ),
+        "all:gate+rule-1,base:base,repair:rule-1,self_repair:none"
+    );
+    // The repair mode split some of the sentence splitter's compound claims, and says so.
+    assert_ne!(
+        sql(
+            &db,
+            "select count(*) from predictions where mode = 'repair' and repair_json like '%\"split\"%'"
         ),
         "0"
     );
+    // `all` opened the gate for the failing bases only, and kept the passing ones.
+    let gate = |decision: &str| {
+        sql(
+            &db,
+            &format!(
+                "select count(*) from predictions where mode = 'all' and repair_json like '%\"gate\":\"{decision}\"%'"
+            ),
+        )
+    };
+    assert_ne!(gate("kept"), "0");
+    assert_ne!(gate("opened"), "0");
 }
 
 /// A larger sweep over generated sentences, so that a kill lands mid-run.

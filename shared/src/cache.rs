@@ -23,7 +23,18 @@ pub trait EmbeddingCache: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
-/// Generations computed once per (model fingerprint, prompt, decoding parameters).
+/// Token counts of a generation, when the backend reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: Option<u32>,
+    /// Tokens generated.
+    pub completion_tokens: Option<u32>,
+}
+
+/// Generations computed once per (model fingerprint, prompt, decoding parameters), with a
+/// lease per key so that two workers never generate the same completion at once
+/// (ARCHITECTURE.md, "every generation exactly once").
 #[async_trait]
 pub trait GenerationCache: Send + Sync {
     /// The cached completion, if any.
@@ -34,12 +45,94 @@ pub trait GenerationCache: Send + Sync {
         params: &str,
     ) -> Result<Option<String>, StoreError>;
 
-    /// Stores a completion; an entry already present is left as it is.
+    /// Stores a completion and its token counts; an entry already present is left as it
+    /// is.
     async fn put_generation(
         &self,
         model_fingerprint: &str,
         prompt: &str,
         params: &str,
         completion: &str,
+        usage: TokenUsage,
     ) -> Result<(), StoreError>;
+
+    /// Takes the lease on generating this key for `ttl`: true when `holder` now holds
+    /// it (nobody did, or the last holder's lease ran out), false while another holder's
+    /// lease runs. A holder that crashes loses its lease when it runs out.
+    async fn lease_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Gives a lease back (after storing the completion, or after failing to make one).
+    async fn release_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+    ) -> Result<(), StoreError>;
+}
+
+/// A cache that holds nothing: every lookup misses, every store is dropped and every
+/// lease is granted. For one-off work outside a sweep (`credence decompose`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCache;
+
+#[async_trait]
+impl GenerationCache for NoCache {
+    async fn generation(&self, _: &str, _: &str, _: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
+    async fn put_generation(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: TokenUsage,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn lease_generation(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn release_generation(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl EmbeddingCache for NoCache {
+    async fn embeddings(
+        &self,
+        _: &str,
+        texts: &[String],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        Ok(vec![None; texts.len()])
+    }
+
+    async fn put_embeddings(&self, _: &str, _: &[(String, Vec<f32>)]) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -6,9 +6,21 @@
 //! Entities are found left to right without overlap. Where several patterns start at the
 //! same place the more specific wins: money, then percentage, then date, then time, then
 //! number ("$4.3 billion" is one money entity, not a number; "March 2025" one date).
-//! Two entities are the same when their kind and normalised text agree: lower-cased,
-//! without spaces, thousands separators or dots that are not decimal points, so
-//! "$1,200" matches "$1200" and "6:45 a.m." matches "6:45 am".
+//! Two entities are the same when their normalised values agree, whatever kind each was
+//! detected as (PAPER.md "Decided here"), so a year-like "2000" (a date) matches "2,000"
+//! (a number). The value is the text lower-cased, with these rewrites, then without
+//! spaces, commas or dots that are not decimal points:
+//! - "percent" and "per cent" become "%" ("5 percent" = "5 per cent" = "5%"; "percentage
+//!   points" stay apart from "%");
+//! - month abbreviations become the month ("Aug." = "August", "Sept" = "September");
+//! - ordinal suffixes go ("March 3rd" = "March 3");
+//! - a clock hour loses its leading zero ("09:18" = "9:18"), and "a.m." = "am";
+//! - "US$" is "$" (other dollars, "A$", "C$", … stay apart);
+//! - after a digit, "bn" = "billion", "mln" and "m" = "million", "k" = "thousand"
+//!   ("$4.3bn" = "$4.3 billion").
+//!
+//! So "$1,200" matches "$1200" and "6:45 a.m." matches "6:45 AM", while "5%" and "5"
+//! or "A$5" and "$5" stay different.
 //!
 //! ```
 //! use credence_shared::entities::{extract, tier1_epr, EntityKind};
@@ -65,9 +77,18 @@ pub struct Entity {
 }
 
 impl Entity {
-    /// The form two entities are compared in (see the module docs).
-    pub fn key(&self) -> (EntityKind, String) {
-        (self.kind, normalise(&self.text))
+    /// The normalised value two entities are compared by, whatever their kinds (see the
+    /// module docs).
+    ///
+    /// ```
+    /// use credence_shared::entities::extract;
+    /// let year = &extract("in 2000")[0];
+    /// let count = &extract("2,000 jobs")[0];
+    /// assert_ne!(year.kind, count.kind);
+    /// assert_eq!(year.key(), count.key());
+    /// ```
+    pub fn key(&self) -> String {
+        normalise(&self.text)
     }
 }
 
@@ -121,8 +142,8 @@ pub fn extract(text: &str) -> Vec<Entity> {
         .collect()
 }
 
-/// The distinct entity keys of a text (see [`Entity::key`]).
-pub fn entity_keys(text: &str) -> BTreeSet<(EntityKind, String)> {
+/// The distinct entity values of a text (see [`Entity::key`]).
+pub fn entity_keys(text: &str) -> BTreeSet<String> {
     extract(text).iter().map(Entity::key).collect()
 }
 
@@ -133,14 +154,48 @@ pub fn tier1_epr(source: &str, claims: &[String]) -> f64 {
     if wanted.is_empty() {
         return 1.0;
     }
-    let found: BTreeSet<(EntityKind, String)> =
-        claims.iter().flat_map(|c| entity_keys(c)).collect();
-    let kept = wanted.iter().filter(|k| found.contains(k)).count();
+    let found: BTreeSet<String> = claims.iter().flat_map(|c| entity_keys(c)).collect();
+    let kept = wanted.iter().filter(|k| found.contains(*k)).count();
     kept as f64 / wanted.len() as f64
 }
 
+/// Word-level rewrites applied to the lower-cased text before separators go, in order.
+static REWRITES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    [
+        (r"\bpercentage\s+points?\b", "percentagepoints"),
+        (r"\s*\b(?:per\s+cent|percent)\b", "%"),
+        (r"\bjan\b\.?", "january"),
+        (r"\bfeb\b\.?", "february"),
+        (r"\bmar\b\.?", "march"),
+        (r"\bapr\b\.?", "april"),
+        (r"\bjun\b\.?", "june"),
+        (r"\bjul\b\.?", "july"),
+        (r"\baug\b\.?", "august"),
+        (r"\bsept?\b\.?", "september"),
+        (r"\boct\b\.?", "october"),
+        (r"\bnov\b\.?", "november"),
+        (r"\bdec\b\.?", "december"),
+        (r"(\d)(?:st|nd|rd|th)\b", "$1"),
+        (r"\b0(\d):", "$1:"),
+        (r"\bus\$", "$$"),
+        (r"(\d)\s?bn\b", "${1}billion"),
+        (r"(\d)\s?(?:mln|m)\b", "${1}million"),
+        (r"(\d)\s?k\b", "${1}thousand"),
+    ]
+    .into_iter()
+    // Constant patterns of this module; a failure is a bug caught by every test.
+    .map(|(p, to)| (Regex::new(p).expect("entity rewrite compiles"), to))
+    .collect()
+});
+
 fn normalise(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
+    let mut lower = text.to_lowercase();
+    for (pattern, to) in REWRITES.iter() {
+        if let std::borrow::Cow::Owned(s) = pattern.replace_all(&lower, *to) {
+            lower = s;
+        }
+    }
+    let chars: Vec<char> = lower.chars().collect();
     let mut out = String::with_capacity(text.len());
     for (i, &c) in chars.iter().enumerate() {
         let decimal_point = c == '.'
@@ -150,7 +205,7 @@ fn normalise(text: &str) -> String {
         if c.is_whitespace() || c == ',' || (c == '.' && !decimal_point) {
             continue;
         }
-        out.extend(c.to_lowercase());
+        out.push(c);
     }
     out
 }
@@ -233,8 +288,76 @@ mod tests {
         let ka: Vec<_> = a.iter().map(Entity::key).collect();
         let kb: Vec<_> = b.iter().map(Entity::key).collect();
         assert_eq!(ka, kb);
-        assert_eq!(ka[0].1, "$1200");
-        assert_eq!(extract("2.5")[0].key().1, "2.5");
+        assert_eq!(ka[0], "$1200");
+        assert_eq!(extract("2.5")[0].key(), "2.5");
+    }
+
+    fn key(text: &str) -> String {
+        let found = extract(text);
+        assert_eq!(found.len(), 1, "{text:?}: {found:?}");
+        found[0].key()
+    }
+
+    #[test]
+    fn equivalent_values_share_a_key_whatever_the_kind() {
+        for (a, b) in [
+            ("2,000", "2000"),
+            ("1,600", "in 1600"),
+            ("5 percent", "5%"),
+            ("5 per cent", "5%"),
+            ("5 %", "5%"),
+            ("Aug. 17", "August 17"),
+            ("Jan 3", "January 3"),
+            ("Sept. 9", "September 9"),
+            ("Sep 9", "September 9"),
+            ("Feb. 2, 2020", "February 2 2020"),
+            ("March 3rd", "March 3"),
+            ("09:18", "9:18"),
+            ("09:18 UTC", "9:18"),
+            ("6:45 a.m.", "6:45 AM"),
+            ("7 p.m.", "7pm"),
+            ("US$46.75", "$46.75"),
+            ("$4.3bn", "$4.3 billion"),
+            ("$2m", "$2 million"),
+            ("£5mln", "£5 million"),
+            ("$20k", "$20 thousand"),
+        ] {
+            assert_eq!(key(a), key(b), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn different_values_keep_different_keys() {
+        for (a, b) in [
+            ("5%", "5"),
+            ("5%", "5 percentage points"),
+            ("$5", "5"),
+            ("A$5", "$5"),
+            ("2000", "2001"),
+            ("2.5", "25"),
+            ("9:18", "19:18"),
+            ("$4.3 billion", "$4.3 million"),
+            ("Aug. 17", "Aug. 18"),
+            ("1990s", "1990"),
+        ] {
+            assert_ne!(key(a), key(b), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn epr_matches_across_kinds() {
+        assert_eq!(
+            tier1_epr("It hired 2,000 people.", &["It hired 2000 people.".into()]),
+            1.0
+        );
+        assert_eq!(
+            tier1_epr("Rates rose 5 percent.", &["Rates rose 5%.".into()]),
+            1.0
+        );
+        assert_eq!(
+            tier1_epr("Rates rose 5 percent.", &["Rates rose 5.".into()]),
+            0.0
+        );
     }
 
     #[test]

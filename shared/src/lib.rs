@@ -8,6 +8,7 @@
 //! entities ([`entities`]), sentence boundaries ([`sentences`]), and the benchmark
 //! builders ([`benchmarks`]). Nothing in this crate loads a model.
 
+pub mod aggregation;
 pub mod benchmarks;
 pub mod cache;
 pub mod dataset;
@@ -15,8 +16,10 @@ pub mod domain;
 pub mod entities;
 pub mod job;
 pub mod metrics;
+pub mod observe;
 pub mod queue;
 pub mod sentences;
+pub mod stats;
 pub mod store;
 pub mod sweep;
 pub mod telemetry;

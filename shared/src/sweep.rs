@@ -22,6 +22,7 @@
 //! ```
 
 use crate::domain::Mode;
+use crate::stats::CiMethod;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -81,7 +82,62 @@ pub enum ModelBackend {
         api_model: String,
         /// Environment variable holding the API key (never the key itself).
         api_key_env: Option<String>,
+        /// Limit of one HTTP request in seconds (default 120).
+        #[serde(default)]
+        request_timeout_s: Option<u32>,
+        /// Most requests in flight at once per worker (default 256); the adaptive
+        /// limit stays below it.
+        #[serde(default)]
+        max_concurrency: Option<u32>,
     },
+}
+
+/// A named OpenAI-compatible endpoint: what `preset = "NAME"` fills in a sweep's model
+/// (fields the model gives win) and what `credence decompose --model NAME` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointPreset {
+    /// The preset's name.
+    pub name: &'static str,
+    /// Base URL of the chat completions endpoint.
+    pub base_url: &'static str,
+    /// The model name the endpoint expects (`None`: the sweep must give `api_model`).
+    pub api_model: Option<&'static str>,
+    /// Environment variable holding the key.
+    pub api_key_env: Option<&'static str>,
+    /// Default ceiling of requests in flight.
+    pub max_concurrency: u32,
+    /// What it is.
+    pub doc: &'static str,
+}
+
+/// The endpoint presets.
+pub const PRESETS: &[EndpointPreset] = &[
+    EndpointPreset {
+        name: "gemini-2.5-flash",
+        base_url: "https://generativelanguage.googleapis.com/v1beta/openai",
+        api_model: Some("gemini-2.5-flash"),
+        api_key_env: Some("GEMINI_API_KEY"),
+        max_concurrency: 64,
+        doc: "Gemini 2.5 Flash through Google's OpenAI-compatible endpoint (key in GEMINI_API_KEY)",
+    },
+    EndpointPreset {
+        name: "openai",
+        base_url: "http://127.0.0.1:8000/v1",
+        api_model: None,
+        api_key_env: None,
+        max_concurrency: 256,
+        doc: "any OpenAI-compatible server (vLLM's default address; give api_model, and base_url and api_key_env where they differ)",
+    },
+];
+
+/// The preset of that name.
+///
+/// ```
+/// let p = credence_shared::sweep::preset("gemini-2.5-flash").unwrap();
+/// assert_eq!(p.api_key_env, Some("GEMINI_API_KEY"));
+/// ```
+pub fn preset(name: &str) -> Option<&'static EndpointPreset> {
+    PRESETS.iter().find(|p| p.name == name)
 }
 
 impl ModelBackend {
@@ -155,6 +211,28 @@ pub struct VerifierSettings {
     pub max_iterations: u32,
     /// LLM self-repair calls.
     pub max_llm_calls: u32,
+    /// Count an `advcl` as an atomicity violation only when it has its own subject (the
+    /// paper's later "subject-presence constraints"; default false, the formal rule).
+    #[serde(default)]
+    pub advcl_requires_subject: bool,
+    /// Keep the claims the LLM self-repair tier was given when its answer fails more
+    /// verifier checks than they did (PAPER.md "Decided here"; default false).
+    #[serde(default)]
+    pub keep_if_not_worse: bool,
+    /// NER labels of tier-2 entities.
+    #[serde(default = "default_ner_labels")]
+    pub ner_labels: Vec<String>,
+}
+
+fn default_ner_labels() -> Vec<String> {
+    ["PERSON", "ORG", "GPE", "LOC"].map(String::from).to_vec()
+}
+
+/// The dependency parser and NER of the verifier (a pure-Rust en_core_web_sm 3.8).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NlpSpec {
+    /// The pipeline folder; `models/en_core_web_sm` when not given.
+    pub path: Option<PathBuf>,
 }
 
 impl Default for VerifierSettings {
@@ -164,6 +242,9 @@ impl Default for VerifierSettings {
             min_epr: 1.0,
             max_iterations: 1,
             max_llm_calls: 1,
+            advcl_requires_subject: false,
+            keep_if_not_worse: false,
+            ner_labels: default_ner_labels(),
         }
     }
 }
@@ -175,6 +256,19 @@ pub struct BootstrapSettings {
     pub resamples: u32,
     /// RNG seed.
     pub seed: u64,
+    /// How intervals are computed (`ci = "percentile"`, the default, or `"bca"`).
+    #[serde(default)]
+    pub ci: CiMethod,
+}
+
+impl BootstrapSettings {
+    /// The settings as the statistics take them.
+    pub fn stats(&self) -> crate::stats::Bootstrap {
+        crate::stats::Bootstrap {
+            resamples: self.resamples as usize,
+            seed: self.seed,
+        }
+    }
 }
 
 impl Default for BootstrapSettings {
@@ -182,6 +276,7 @@ impl Default for BootstrapSettings {
         BootstrapSettings {
             resamples: 10_000,
             seed: 42,
+            ci: CiMethod::Percentile,
         }
     }
 }
@@ -197,6 +292,9 @@ pub struct SweepSpec {
     pub shard_size: u32,
     /// The encoder, if the sweep computes embedding metrics.
     pub encoder: Option<EncoderSpec>,
+    /// The parser of the verifier (`[nlp]`).
+    #[serde(default)]
+    pub nlp: NlpSpec,
     /// Verifier settings.
     pub verifier: VerifierSettings,
     /// Bootstrap settings.
@@ -205,6 +303,9 @@ pub struct SweepSpec {
     pub models: Vec<ModelSpec>,
     /// Datasets.
     pub datasets: Vec<DatasetSpec>,
+    /// Comparisons beyond the automatic ones (`[[comparisons]]`).
+    #[serde(default)]
+    pub comparisons: Vec<ComparisonSpec>,
 }
 
 #[derive(Deserialize)]
@@ -212,10 +313,12 @@ pub struct SweepSpec {
 struct RawSweep {
     sweep: Option<Spanned<RawHeader>>,
     encoder: Option<Spanned<RawEncoder>>,
+    nlp: Option<RawNlp>,
     verifier: Option<RawVerifier>,
     bootstrap: Option<RawBootstrap>,
     models: Option<Spanned<Vec<Spanned<RawModel>>>>,
     datasets: Option<Spanned<Vec<Spanned<RawDataset>>>>,
+    comparisons: Option<Vec<Spanned<comparisons::RawComparison>>>,
 }
 
 #[derive(Deserialize)]
@@ -236,11 +339,20 @@ struct RawEncoder {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawNlp {
+    path: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawVerifier {
     tau_dup: Option<Spanned<f64>>,
     min_epr: Option<Spanned<f64>>,
     max_iterations: Option<Spanned<i64>>,
     max_llm_calls: Option<Spanned<i64>>,
+    advcl_requires_subject: Option<bool>,
+    keep_if_not_worse: Option<bool>,
+    ner_labels: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -248,6 +360,7 @@ struct RawVerifier {
 struct RawBootstrap {
     resamples: Option<Spanned<i64>>,
     seed: Option<Spanned<i64>>,
+    ci: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -259,6 +372,9 @@ struct RawModel {
     base_url: Option<Spanned<String>>,
     api_model: Option<Spanned<String>>,
     api_key_env: Option<Spanned<String>>,
+    preset: Option<Spanned<String>>,
+    request_timeout_s: Option<Spanned<i64>>,
+    max_concurrency: Option<Spanned<i64>>,
     prompt: Option<Spanned<String>>,
     max_new_tokens: Option<Spanned<i64>>,
     dtype: Option<Spanned<String>>,
@@ -385,7 +501,58 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
         if let Some(n) = r.max_llm_calls {
             verifier.max_llm_calls = v.count(&n, "max_llm_calls", 100)?;
         }
+        if let Some(b) = r.keep_if_not_worse {
+            verifier.keep_if_not_worse = b;
+        }
+        if let Some(b) = r.advcl_requires_subject {
+            verifier.advcl_requires_subject = b;
+        }
+        if let Some(labels) = r.ner_labels {
+            const KNOWN: [&str; 18] = [
+                "CARDINAL",
+                "DATE",
+                "EVENT",
+                "FAC",
+                "GPE",
+                "LANGUAGE",
+                "LAW",
+                "LOC",
+                "MONEY",
+                "NORP",
+                "ORDINAL",
+                "ORG",
+                "PERCENT",
+                "PERSON",
+                "PRODUCT",
+                "QUANTITY",
+                "TIME",
+                "WORK_OF_ART",
+            ];
+            let mut out = Vec::new();
+            for l in labels.into_inner() {
+                if !KNOWN.contains(&l.get_ref().as_str()) {
+                    return Err(v.err(
+                        l.span(),
+                        format!(
+                            "unknown NER label {:?}; en_core_web_sm has {}",
+                            l.get_ref(),
+                            KNOWN.join(", ")
+                        ),
+                    ));
+                }
+                if !out.contains(l.get_ref()) {
+                    out.push(l.into_inner());
+                }
+            }
+            verifier.ner_labels = out;
+        }
     }
+    let nlp = NlpSpec {
+        path: raw
+            .nlp
+            .and_then(|n| n.path)
+            .map(|p| base.join(p.into_inner())),
+    };
     let mut bootstrap = BootstrapSettings::default();
     if let Some(r) = raw.bootstrap {
         if let Some(n) = r.resamples {
@@ -396,6 +563,18 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
                 return Err(v.err(s.span(), format!("seed must be >= 0, got {}", s.get_ref())));
             }
             bootstrap.seed = *s.get_ref() as u64;
+        }
+        if let Some(m) = r.ci {
+            bootstrap.ci = match m.get_ref().as_str() {
+                "percentile" => CiMethod::Percentile,
+                "bca" => CiMethod::Bca,
+                other => {
+                    return Err(v.err(
+                        m.span(),
+                        format!("unknown ci {other:?}; expected percentile or bca"),
+                    ))
+                }
+            };
         }
     }
     let models_raw = raw
@@ -452,11 +631,14 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
             path: base.join(p.into_inner()),
         });
     }
+    let comparisons = v.comparisons(raw.comparisons, &models, &modes, &datasets)?;
     Ok(SweepSpec {
         name: name.into_inner(),
+        comparisons,
         modes,
         shard_size,
         encoder,
+        nlp,
         verifier,
         bootstrap,
         models,
@@ -541,7 +723,42 @@ impl Validator<'_> {
             .name
             .ok_or_else(|| self.err(span.clone(), "model is missing field \"name\""))?;
         self.identifier(&name, "model name")?;
-        let backend_name = m.backend.ok_or_else(|| {
+        let preset = match &m.preset {
+            None => None,
+            Some(p) => Some(preset(p.get_ref()).ok_or_else(|| {
+                self.err(
+                    p.span(),
+                    format!(
+                        "unknown preset {:?}; expected one of {}",
+                        p.get_ref(),
+                        PRESETS
+                            .iter()
+                            .map(|p| p.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?),
+        };
+        // A preset names an endpoint, so its backend is openai unless the model says
+        // otherwise (and then it is refused below).
+        let backend_name = match (m.backend, &m.preset) {
+            (None, Some(p)) => Some(Spanned::new(p.span(), "openai".to_string())),
+            (b, _) => b,
+        };
+        if let (Some(p), Some(b)) = (&m.preset, &backend_name) {
+            if b.get_ref() != "openai" {
+                return Err(self.err(
+                    p.span(),
+                    format!(
+                        "preset {:?} is an OpenAI-compatible endpoint; it does not apply to backend {:?}",
+                        p.get_ref(),
+                        b.get_ref()
+                    ),
+                ));
+            }
+        }
+        let backend_name = backend_name.ok_or_else(|| {
             self.err(
                 span.clone(),
                 format!(
@@ -577,11 +794,52 @@ impl Validator<'_> {
             "safetensors" => ModelBackend::Safetensors {
                 path: base.join(require(m.path.clone(), "path")?.into_inner()),
             },
-            "openai" => ModelBackend::Openai {
-                base_url: require(m.base_url.clone(), "base_url")?.into_inner(),
-                api_model: require(m.api_model.clone(), "api_model")?.into_inner(),
-                api_key_env: m.api_key_env.clone().map(Spanned::into_inner),
-            },
+            "openai" => {
+                let from_preset =
+                    |field: Option<Spanned<String>>, default: Option<&'static str>| {
+                        field.or_else(|| {
+                            default.map(|d| Spanned::new(backend_name.span(), d.to_string()))
+                        })
+                    };
+                let max_concurrency = match &m.max_concurrency {
+                    Some(n) => Some(self.positive(n, "max_concurrency", 4096)?),
+                    None => preset.map(|p| p.max_concurrency),
+                };
+                let request_timeout_s = match &m.request_timeout_s {
+                    Some(n) => Some(self.positive(n, "request_timeout_s", 86_400)?),
+                    None => None,
+                };
+                let base_url = require(
+                    from_preset(m.base_url.clone(), preset.map(|p| p.base_url)),
+                    "base_url",
+                )?;
+                if !(base_url.get_ref().starts_with("http://")
+                    || base_url.get_ref().starts_with("https://"))
+                {
+                    return Err(self.err(
+                        base_url.span(),
+                        format!(
+                            "base_url {:?} must start with http:// or https://",
+                            base_url.get_ref()
+                        ),
+                    ));
+                }
+                ModelBackend::Openai {
+                    base_url: base_url.into_inner(),
+                    api_model: require(
+                        from_preset(m.api_model.clone(), preset.and_then(|p| p.api_model)),
+                        "api_model",
+                    )?
+                    .into_inner(),
+                    api_key_env: from_preset(
+                        m.api_key_env.clone(),
+                        preset.and_then(|p| p.api_key_env),
+                    )
+                    .map(Spanned::into_inner),
+                    request_timeout_s,
+                    max_concurrency,
+                }
+            }
             other => {
                 return Err(self.err(
                     backend_name.span(),
@@ -598,12 +856,29 @@ impl Validator<'_> {
                 ("api_model", &m.api_model),
                 ("prompt", &m.prompt),
                 ("dtype", &m.dtype),
+                ("api_key_env", &m.api_key_env),
             ] {
                 if let Some(v) = value {
                     return Err(self.err(
                         v.span(),
                         format!(
                             "field \"{field}\" does not apply to backend {:?}",
+                            backend_name.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        if backend_name.get_ref() != "openai" {
+            for (field, value) in [
+                ("request_timeout_s", &m.request_timeout_s),
+                ("max_concurrency", &m.max_concurrency),
+            ] {
+                if let Some(v) = value {
+                    return Err(self.err(
+                        v.span(),
+                        format!(
+                            "field \"{field}\" only applies to backend \"openai\", not {:?}",
                             backend_name.get_ref()
                         ),
                     ));
@@ -674,6 +949,9 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     (line, before[line_start..].chars().count() + 1)
 }
+
+mod comparisons;
+pub use comparisons::{ComparisonSpec, ModelMode};
 
 #[cfg(test)]
 mod tests;

@@ -2,8 +2,11 @@
 //! that serves them (bind 127.0.0.1 unless told otherwise). Histograms have explicit
 //! buckets so dashboards can rely on them.
 
+use crate::domain::Mode;
+use crate::observe::{CacheKind, JobObserver, JobOutcome, LlmRequest, Stage};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::net::SocketAddr;
 
@@ -21,6 +24,8 @@ pub struct WorkerMetrics {
     pub deliveries: IntCounterVec,
     /// Seconds from taking a job to its commit, by model and mode.
     pub job_seconds: HistogramVec,
+    /// The job path's families, fed through the [`JobObserver`] seam.
+    pub job: JobFamilies,
 }
 
 /// Why metrics could not be set up or served.
@@ -60,10 +65,12 @@ impl WorkerMetrics {
         )?;
         registry.register(Box::new(deliveries.clone()))?;
         registry.register(Box::new(job_seconds.clone()))?;
+        let job = JobFamilies::register(&registry)?;
         Ok(WorkerMetrics {
             registry,
             deliveries,
             job_seconds,
+            job,
         })
     }
 
@@ -73,12 +80,207 @@ impl WorkerMetrics {
     }
 }
 
+/// Seconds a stage takes over a shard: from a millisecond (a rule) to ten minutes (an
+/// LLM shard).
+const STAGE_SECONDS_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0, 600.0,
+];
+
+/// Seconds of one LLM request.
+const LLM_SECONDS_BUCKETS: [f64; 12] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
+];
+
+/// The families of the job path a worker (or the embedded engine) serves, fed through
+/// [`JobObserver`].
+#[derive(Clone)]
+pub struct JobFamilies {
+    /// Jobs by model, mode and outcome.
+    pub jobs: IntCounterVec,
+    /// Examples whose results were committed, by model and mode.
+    pub examples: IntCounterVec,
+    /// Seconds per stage of a shard, by model and stage.
+    pub stage_seconds: HistogramVec,
+    /// LLM prompt tokens, by model.
+    pub llm_prompt_tokens: IntCounterVec,
+    /// LLM generated tokens, by model.
+    pub llm_generated_tokens: IntCounterVec,
+    /// Seconds per LLM request, by model.
+    pub llm_request_seconds: HistogramVec,
+    /// LLM request retries, by model.
+    pub llm_retries: IntCounterVec,
+    /// Cache hits, by cache.
+    pub cache_hits: IntCounterVec,
+    /// Cache misses, by cache.
+    pub cache_misses: IntCounterVec,
+    /// Messages dead-lettered, by reason.
+    pub dead_letters: IntCounterVec,
+    /// Seconds of a job, by model, mode and outcome.
+    pub job_seconds: HistogramVec,
+    /// 1 while the process serves jobs.
+    pub up: IntGauge,
+    /// 1 for the model of the job the worker took last (one series at a time).
+    pub current_model: IntGaugeVec,
+}
+
+impl JobFamilies {
+    /// Registers the families in `registry`.
+    pub fn register(registry: &Registry) -> Result<Self, TelemetryError> {
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, TelemetryError> {
+                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
+        let histogram = |name: &str,
+                         help: &str,
+                         labels: &[&str],
+                         buckets: &[f64]|
+         -> Result<HistogramVec, TelemetryError> {
+            let h = HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                labels,
+            )?;
+            registry.register(Box::new(h.clone()))?;
+            Ok(h)
+        };
+        let up = IntGauge::new("credence_worker_up", "1 while the worker serves jobs")?;
+        registry.register(Box::new(up.clone()))?;
+        let current_model = IntGaugeVec::new(
+            Opts::new(
+                "credence_worker_current_model",
+                "1 for the model the worker holds",
+            ),
+            &["model"],
+        )?;
+        registry.register(Box::new(current_model.clone()))?;
+        up.set(1);
+        Ok(JobFamilies {
+            jobs: counter(
+                "credence_jobs_total",
+                "Jobs by model, mode and outcome",
+                &["model", "mode", "outcome"],
+            )?,
+            examples: counter(
+                "credence_examples_processed_total",
+                "Examples whose results were committed",
+                &["model", "mode"],
+            )?,
+            stage_seconds: histogram(
+                "credence_stage_seconds",
+                "Seconds per stage of a shard",
+                &["model", "stage"],
+                &STAGE_SECONDS_BUCKETS,
+            )?,
+            llm_prompt_tokens: counter(
+                "credence_llm_prompt_tokens_total",
+                "LLM prompt tokens",
+                &["model"],
+            )?,
+            llm_generated_tokens: counter(
+                "credence_llm_generated_tokens_total",
+                "LLM generated tokens",
+                &["model"],
+            )?,
+            llm_request_seconds: histogram(
+                "credence_llm_request_seconds",
+                "Seconds per LLM request",
+                &["model"],
+                &LLM_SECONDS_BUCKETS,
+            )?,
+            llm_retries: counter(
+                "credence_llm_retries_total",
+                "LLM requests tried again",
+                &["model"],
+            )?,
+            cache_hits: counter(
+                "credence_cache_hits_total",
+                "Cache lookups answered",
+                &["cache"],
+            )?,
+            cache_misses: counter(
+                "credence_cache_misses_total",
+                "Cache lookups missed",
+                &["cache"],
+            )?,
+            dead_letters: counter(
+                "credence_dead_letters_total",
+                "Messages dead-lettered, by reason",
+                &["reason"],
+            )?,
+            job_seconds: histogram(
+                "credence_job_seconds",
+                "Seconds of a job from taking it to its end",
+                &["model", "mode", "outcome"],
+                &JOB_SECONDS_BUCKETS,
+            )?,
+            up,
+            current_model,
+        })
+    }
+}
+
+impl JobObserver for JobFamilies {
+    fn stage(&self, model: &str, stage: Stage, seconds: f64) {
+        self.stage_seconds
+            .with_label_values(&[model, stage.name()])
+            .observe(seconds);
+    }
+    fn job(&self, model: &str, mode: Mode, outcome: JobOutcome, seconds: f64) {
+        let labels = [model, mode.as_str(), outcome.name()];
+        self.jobs.with_label_values(&labels).inc();
+        self.job_seconds.with_label_values(&labels).observe(seconds);
+    }
+    fn examples(&self, model: &str, mode: Mode, n: u64) {
+        self.examples
+            .with_label_values(&[model, mode.as_str()])
+            .inc_by(n);
+    }
+    fn llm_request(&self, model: &str, request: LlmRequest) {
+        self.llm_prompt_tokens
+            .with_label_values(&[model])
+            .inc_by(request.prompt_tokens);
+        self.llm_generated_tokens
+            .with_label_values(&[model])
+            .inc_by(request.generated_tokens);
+        self.llm_request_seconds
+            .with_label_values(&[model])
+            .observe(request.seconds);
+        self.llm_retries
+            .with_label_values(&[model])
+            .inc_by(request.retries);
+    }
+    fn cache(&self, cache: CacheKind, hits: u64, misses: u64) {
+        self.cache_hits
+            .with_label_values(&[cache.name()])
+            .inc_by(hits);
+        self.cache_misses
+            .with_label_values(&[cache.name()])
+            .inc_by(misses);
+    }
+    fn dead_letter(&self, reason: &'static str) {
+        self.dead_letters.with_label_values(&[reason]).inc();
+    }
+    fn current_model(&self, model: &str) {
+        self.current_model.reset();
+        self.current_model.with_label_values(&[model]).set(1);
+    }
+}
+
 /// What the reaper counts.
 #[derive(Clone)]
 pub struct ReaperMetrics {
     registry: Registry,
     /// Repairs by kind (`stale`, `failed`, `lost`, `aggregation`).
     pub repairs: IntCounterVec,
+    /// Jobs of a run by state (`done`, `running`, `waiting`, `failed`, `cancelled`).
+    pub run_jobs: IntGaugeVec,
+    /// Examples of a run with committed results.
+    pub run_examples_done: IntGaugeVec,
+    /// Seconds until a run is expected to finish, at its current rate.
+    pub run_eta_seconds: GaugeVec,
+    /// Jobs re-published because their worker's heartbeat went stale.
+    pub stale_republished: IntCounter,
 }
 
 impl ReaperMetrics {
@@ -93,7 +295,40 @@ impl ReaperMetrics {
             &["kind"],
         )?;
         registry.register(Box::new(repairs.clone()))?;
-        Ok(ReaperMetrics { registry, repairs })
+        let run_jobs = IntGaugeVec::new(
+            Opts::new("credence_run_jobs", "Jobs of a run by state"),
+            &["run", "state"],
+        )?;
+        let run_examples_done = IntGaugeVec::new(
+            Opts::new(
+                "credence_run_examples_done",
+                "Examples of a run with committed results",
+            ),
+            &["run"],
+        )?;
+        let run_eta_seconds = GaugeVec::new(
+            Opts::new(
+                "credence_run_eta_seconds",
+                "Seconds until the run is expected to finish at its current rate",
+            ),
+            &["run"],
+        )?;
+        let stale_republished = IntCounter::new(
+            "credence_stale_heartbeats_republished_total",
+            "Jobs re-published because their worker's heartbeat went stale",
+        )?;
+        registry.register(Box::new(run_jobs.clone()))?;
+        registry.register(Box::new(run_examples_done.clone()))?;
+        registry.register(Box::new(run_eta_seconds.clone()))?;
+        registry.register(Box::new(stale_republished.clone()))?;
+        Ok(ReaperMetrics {
+            registry,
+            repairs,
+            run_jobs,
+            run_examples_done,
+            run_eta_seconds,
+            stale_republished,
+        })
     }
 
     /// The registry to serve.
@@ -131,6 +366,74 @@ pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<(), Telemetry
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every family of the job path is on `/metrics` once fed through the seam, each
+    /// with a non-zero value.
+    #[test]
+    fn every_job_family_is_served_through_the_seam() {
+        let m = WorkerMetrics::new().unwrap();
+        let seam: &dyn JobObserver = &m.job;
+        for stage in Stage::EVERY {
+            seam.stage("oracle", stage, 0.003);
+        }
+        seam.job("oracle", Mode::Base, JobOutcome::Done, 0.2);
+        seam.examples("oracle", Mode::Base, 7);
+        seam.llm_request(
+            "oracle",
+            LlmRequest {
+                prompt_tokens: 120,
+                generated_tokens: 40,
+                seconds: 0.8,
+                retries: 1,
+            },
+        );
+        seam.cache(CacheKind::Generation, 2, 1);
+        seam.cache(CacheKind::Embedding, 5, 3);
+        seam.dead_letter("failed");
+        seam.current_model("oracle");
+        let text = render(m.registry());
+        for sample in [
+            r#"credence_jobs_total{mode="base",model="oracle",outcome="done"} 1"#,
+            r#"credence_examples_processed_total{mode="base",model="oracle"} 7"#,
+            r#"credence_llm_prompt_tokens_total{model="oracle"} 120"#,
+            r#"credence_llm_generated_tokens_total{model="oracle"} 40"#,
+            r#"credence_llm_request_seconds_count{model="oracle"} 1"#,
+            r#"credence_llm_retries_total{model="oracle"} 1"#,
+            r#"credence_cache_hits_total{cache="generation"} 2"#,
+            r#"credence_cache_misses_total{cache="embedding"} 3"#,
+            r#"credence_dead_letters_total{reason="failed"} 1"#,
+            r#"credence_job_seconds_count{mode="base",model="oracle",outcome="done"} 1"#,
+            "credence_worker_up 1",
+            r#"credence_worker_current_model{model="oracle"} 1"#,
+        ] {
+            assert!(text.contains(sample), "{sample} missing from:\n{text}");
+        }
+        for stage in Stage::EVERY {
+            let sample = format!(
+                r#"credence_stage_seconds_bucket{{model="oracle",stage="{}",le="0.005"}} 1"#,
+                stage.name()
+            );
+            assert!(text.contains(&sample), "{sample} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn coordinator_families_are_registered() {
+        let m = ReaperMetrics::new().unwrap();
+        m.run_jobs.with_label_values(&["demo", "done"]).set(3);
+        m.run_examples_done.with_label_values(&["demo"]).set(21);
+        m.run_eta_seconds.with_label_values(&["demo"]).set(12.5);
+        m.stale_republished.inc();
+        let text = render(m.registry());
+        for sample in [
+            r#"credence_run_jobs{run="demo",state="done"} 3"#,
+            r#"credence_run_examples_done{run="demo"} 21"#,
+            r#"credence_run_eta_seconds{run="demo"} 12.5"#,
+            "credence_stale_heartbeats_republished_total 1",
+        ] {
+            assert!(text.contains(sample), "{sample} missing from:\n{text}");
+        }
+    }
 
     #[test]
     fn renders_counters_and_explicit_buckets() {

@@ -5,14 +5,31 @@
 
 mod support;
 
-use credence_shared::cache::{EmbeddingCache, GenerationCache};
+use credence_shared::cache::{EmbeddingCache, GenerationCache, TokenUsage};
 use credence_shared::dataset::LoadedDataset;
 use credence_shared::domain::{Example, ExampleMetrics, ExampleResult, Mode};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
 use credence_shared::store::postgres::PgStore;
-use credence_shared::store::{ConfigRef, PlannedDatasetRecord, RunRecord, Store, StoreError};
+use credence_shared::store::{
+    Attempt, ConfigRef, PlannedDatasetRecord, RunRecord, Store, StoreError,
+};
 use std::sync::Arc;
 use support::{servers_available, TestDb};
+
+/// A recorded sweep for the aggregation: model m, dataset d, modes base and repair.
+fn spec_json() -> String {
+    let toml = "[sweep]\nname = \"run\"\nmodes = [\"base\", \"repair\"]\n\
+                [bootstrap]\nresamples = 200\n\
+                [[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n\
+                [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n";
+    let spec = credence_shared::sweep::parse(
+        toml,
+        std::path::Path::new("t.toml"),
+        std::path::Path::new("."),
+    )
+    .expect("the test sweep is valid");
+    serde_json::to_string(&spec).expect("a sweep serialises")
+}
 
 fn dataset(n: usize) -> LoadedDataset {
     LoadedDataset {
@@ -51,15 +68,16 @@ fn results(examples: &[Example], f1: f64) -> Vec<ExampleResult> {
             claims: vec![e.text.clone(), "x".into()],
             pipeline_version: "base".into(),
             llm_calls: 0,
+            verifier_json: Some(r#"{"n_viol":1}"#.into()),
+            repair_json: None,
+            error: None,
             metrics: ExampleMetrics {
-                n_claims: 2,
-                jaccard_f1: f1,
-                semantic_f1: None,
+                n_claims: Some(2),
+                jaccard_f1: Some(f1),
                 epr: Some(0.5),
-                avr: None,
-                rr: None,
-                verified: Some(true),
+                verify_ok: Some(true),
                 n_viol: Some(1),
+                ..ExampleMetrics::default()
             },
         })
         .collect()
@@ -80,7 +98,7 @@ async fn planned_store(db: &TestDb, n: usize, shard: u32) -> (PgStore, LoadedDat
     let jobs = jobs(n as u32, shard);
     let run = RunRecord {
         run_id: "run".into(),
-        spec_json: "{}".into(),
+        spec_json: spec_json(),
     };
     let planned = [PlannedDatasetRecord { id: "d", data: &ds }];
     store.record_plan(&run, &planned, &jobs).await.unwrap();
@@ -105,14 +123,14 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
             ex,
             ds.examples[job.start as usize..(job.start + job.len) as usize]
         );
-        assert!(store.mark_running(job, "w1").await.unwrap());
+        assert!(store.mark_running(job, "w1", Attempt::New).await.unwrap());
         store.heartbeat(job, "w1").await.unwrap();
         let commit = store.record_results(job, &results(&ex, 0.5)).await.unwrap();
         assert!(commit.newly_done);
         assert_eq!(commit.completes_config, job.shard == 2, "{job:?}");
         let again = store.record_results(job, &results(&ex, 0.0)).await.unwrap();
         assert!(!again.newly_done && !again.completes_config);
-        assert!(!store.mark_running(job, "w2").await.unwrap());
+        assert!(!store.mark_running(job, "w2", Attempt::New).await.unwrap());
     }
     assert_eq!(count(&store, "SELECT count(*) FROM predictions").await, 10);
     assert_eq!(count(&store, "SELECT count(*) FROM results").await, 10);
@@ -133,8 +151,13 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
         2
     );
     let config = ConfigRef::of(&jobs[0]);
-    store.aggregate_config(&config).await.unwrap();
-    store.aggregate_config(&config).await.unwrap();
+    let first = credence_shared::aggregation::aggregate_config(&store, &config)
+        .await
+        .unwrap();
+    let again = credence_shared::aggregation::aggregate_config(&store, &config)
+        .await
+        .unwrap();
+    assert_eq!(first, again);
     let means: Vec<(String, i64, f64)> = sqlx::query_as(
         "SELECT metric, n, mean FROM aggregates WHERE mode = 'base' ORDER BY metric",
     )
@@ -147,7 +170,8 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
             ("epr".to_string(), 5, 0.5),
             ("jaccard_f1".to_string(), 5, 0.5),
             ("n_claims".to_string(), 5, 2.0),
-            ("verify".to_string(), 5, 1.0)
+            ("n_viol".to_string(), 5, 1.0),
+            ("verify_ok".to_string(), 5, 1.0)
         ]
     );
     let state: String = sqlx::query_scalar("SELECT state FROM configs WHERE mode = 'base'")
@@ -158,9 +182,28 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
     let summary = store.summary(&jobs).await.unwrap();
     assert_eq!(summary.len(), 2);
     assert_eq!(
-        (summary[0].mode, summary[0].n, summary[0].verify),
+        (summary[0].mode, summary[0].n, summary[0].mean("verify_ok")),
         (Mode::Base, 5, Some(1.0))
     );
+    // The generated views: typed columns per metric, the verifier report as jsonb.
+    let (n_viol, verify_ok, semantic, report): (i64, i64, Option<f64>, Option<serde_json::Value>) =
+        sqlx::query_as(
+            "SELECT n_viol, verify_ok, semantic_f1, verifier FROM results
+             WHERE mode = 'base' ORDER BY example_id LIMIT 1",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        (n_viol, verify_ok, semantic, report),
+        (1, 1, None, Some(serde_json::json!({"n_viol": 1})))
+    );
+    let (n, verify_ok): (i64, Option<f64>) =
+        sqlx::query_as("SELECT n, verify_ok FROM config_summary WHERE mode = 'base'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!((n, verify_ok), (5, Some(1.0)));
     let progress = store.progress("run").await.unwrap();
     assert_eq!(progress.len(), 2);
     assert_eq!(
@@ -213,7 +256,10 @@ async fn coordinator_queries_and_caches() {
     let (store, _ds, jobs) = planned_store(&db, 5, 2).await;
     let keys: Vec<String> = jobs.iter().map(|j| j.key.clone()).collect();
     assert_eq!(store.mark_queued(&keys).await.unwrap(), 6);
-    assert!(store.mark_running(&jobs[0], "w1").await.unwrap());
+    assert!(store
+        .mark_running(&jobs[0], "w1", Attempt::New)
+        .await
+        .unwrap());
     store.mark_failed(&jobs[1], "boom").await.unwrap();
     let failures = store.failures("run").await.unwrap();
     assert_eq!((failures.len(), failures[0].error.as_str()), (1, "boom"));
@@ -235,7 +281,10 @@ async fn coordinator_queries_and_caches() {
         5
     );
     assert_eq!(store.cancel_run("run").await.unwrap(), 6);
-    assert!(!store.mark_running(&jobs[2], "w1").await.unwrap());
+    assert!(!store
+        .mark_running(&jobs[2], "w1", Attempt::New)
+        .await
+        .unwrap());
     assert!(store
         .queued_jobs(std::time::Duration::ZERO)
         .await
@@ -258,11 +307,20 @@ async fn coordinator_queries_and_caches() {
         vec![None, Some(vec![0.5, -1.25])]
     );
     store
-        .put_generation("m", "p", "greedy", "A.")
+        .put_generation(
+            "m",
+            "p",
+            "greedy",
+            "A.",
+            TokenUsage {
+                prompt_tokens: Some(9),
+                completion_tokens: Some(2),
+            },
+        )
         .await
         .unwrap();
     store
-        .put_generation("m", "p", "greedy", "B.")
+        .put_generation("m", "p", "greedy", "B.", TokenUsage::default())
         .await
         .unwrap();
     assert_eq!(
@@ -272,6 +330,61 @@ async fn coordinator_queries_and_caches() {
             .unwrap()
             .as_deref(),
         Some("A.")
+    );
+    let tokens: (Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT prompt_tokens, completion_tokens FROM generation_cache WHERE model_fingerprint = 'm'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(tokens, (Some(9), Some(2)));
+
+    // One lease per key: a second holder is refused until the first gives it back or
+    // its lease runs out (by the database's clock).
+    let ttl = std::time::Duration::from_secs(60);
+    assert!(store
+        .lease_generation("m", "q", "greedy", "w1", ttl)
+        .await
+        .unwrap());
+    assert!(!store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
+    assert!(store
+        .lease_generation("m", "q", "other", "w2", ttl)
+        .await
+        .unwrap());
+    store
+        .release_generation("m", "q", "greedy", "w2")
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .lease_generation("m", "q", "greedy", "w2", ttl)
+            .await
+            .unwrap(),
+        "only the holder releases"
+    );
+    store
+        .release_generation("m", "q", "greedy", "w1")
+        .await
+        .unwrap();
+    assert!(store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
+    let short = std::time::Duration::from_millis(50);
+    assert!(store
+        .lease_generation("m", "r", "greedy", "w1", short)
+        .await
+        .unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        store
+            .lease_generation("m", "r", "greedy", "w3", ttl)
+            .await
+            .unwrap(),
+        "a lease that ran out is taken over"
     );
 }
 
@@ -297,4 +410,35 @@ async fn wrong_urls_name_the_host_not_the_password() {
         .unwrap();
     assert!(matches!(err, StoreError::BadUrl));
     assert!(!err.to_string().contains("hunter2"));
+}
+
+/// A retry in place (the same delivery, after the database came back) is not a new
+/// attempt: an outage does not push a job toward its delivery limit.
+#[tokio::test]
+async fn only_a_new_attempt_counts() {
+    if !servers_available("postgres store") {
+        return;
+    }
+    let db = TestDb::create();
+    let (store, _ds, jobs) = planned_store(&db, 5, 2).await;
+    let attempts = format!(
+        "SELECT attempts::bigint FROM jobs WHERE job_key = '{}'",
+        jobs[0].key
+    );
+    assert!(store
+        .mark_running(&jobs[0], "w1", Attempt::New)
+        .await
+        .unwrap());
+    for _ in 0..3 {
+        assert!(store
+            .mark_running(&jobs[0], "w1", Attempt::SameDelivery)
+            .await
+            .unwrap());
+    }
+    assert_eq!(count(&store, &attempts).await, 1);
+    assert!(store
+        .mark_running(&jobs[0], "w2", Attempt::New)
+        .await
+        .unwrap());
+    assert_eq!(count(&store, &attempts).await, 2);
 }

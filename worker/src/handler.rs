@@ -1,29 +1,28 @@
 //! The job handler: what a worker does with one job, the same in both engines. It reads
 //! the shard's examples from the store, decomposes each with the job's model, runs the
-//! job's mode, and scores the claims. A handler built with [`JobHandler::from_store`]
-//! (a distributed worker, which is not given the sweep) loads a model the first time a
-//! job needs it, from the model's spec in the run's recorded sweep, and keeps it for
-//! every later job with the same fingerprint. With an encoder (the sweep's `[encoder]`)
-//! it also computes Semantic-F1 and RR, embedding every distinct claim and reference of
-//! the shard once through the store's embedding cache.
+//! job's mode, and scores the claims ([`Scorer`]: parse, verify, every per-example
+//! metric).
+//!
+//! There is one way in for both engines: the models and the scorer of a job are looked
+//! up by model name and by run, and loaded on first use from the run's sweep as recorded
+//! in the store (once per process; a model again only if its fingerprint changes). The
+//! embedded engine, which loads everything while it validates the sweep, hands those to
+//! the handler up front ([`JobHandler::new`], [`JobHandler::with_scorer`]), which only
+//! fills the same caches.
 
-use crate::decompose::{DecomposeError, Decomposer};
-use crate::embed::{self, CachedEncoder, EmbedError, EncoderOptions};
-use credence_shared::domain::{ExampleMetrics, ExampleResult, Mode};
+use crate::decompose::{DecomposeContext, DecomposeError, Decomposer, Decomposition};
+use crate::embed::EmbedError;
+use crate::pipeline::metrics::{Scorer, ScorerLoadError, ScoringError, ScoringInput};
+use crate::pipeline::modes::{ModeError, ModeRunner};
+use credence_shared::domain::{Example, ExampleResult};
 use credence_shared::job::Job;
-use credence_shared::metrics::semantic::{redundancy_rate, semantic_f1, CosineMatrix};
-use credence_shared::metrics::soft_f1::jaccard_f1;
+use credence_shared::observe::JobObserver;
 use credence_shared::store::{Store, StoreError};
-use credence_shared::sweep::{EncoderSpec, SweepSpec};
+use credence_shared::sweep::SweepSpec;
+use credence_shared::Claim;
+use futures::stream::{FuturesOrdered, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-
-/// `pipeline_version` of the base mode: the claims are the decomposer's output.
-pub const PIPELINE_BASE: &str = "base";
-
-/// `pipeline_version` of a mode with no pipeline behind it yet: the claims are the base
-/// claims, unchanged, so nobody mistakes them for the paper's repair modes.
-pub const PIPELINE_NONE: &str = "none";
 
 /// Why a job failed.
 #[derive(Debug, thiserror::Error)]
@@ -76,13 +75,29 @@ pub enum JobError {
         /// What is wrong.
         message: String,
     },
-    /// Embedding the claims or references failed.
-    #[error("job {key}: embeddings: {source}")]
-    Embed {
+    /// The run's parser or encoder could not be loaded.
+    #[error("job {key}: {source}")]
+    LoadScorer {
         /// Job key.
         key: String,
-        /// The encoder's or cache's error.
-        source: EmbedError,
+        /// What failed to load.
+        source: ScorerLoadError,
+    },
+    /// Scoring the claims failed.
+    #[error("job {key}: {source}")]
+    Score {
+        /// Job key.
+        key: String,
+        /// The scorer's error.
+        source: ScoringError,
+    },
+    /// The mode's tiers failed.
+    #[error("job {key}: {source}")]
+    Mode {
+        /// Job key.
+        key: String,
+        /// What failed.
+        source: ModeError,
     },
     /// The store failed.
     #[error(transparent)]
@@ -93,30 +108,16 @@ impl JobError {
     /// Whether the job failed only because the store was unreachable (retry it in place,
     /// it is not the job's fault).
     pub fn is_transient(&self) -> bool {
-        matches!(self, JobError::Store(e) if e.is_transient())
-    }
-}
-
-/// What the handler needs for the embedding metrics.
-pub struct SemanticScoring {
-    /// The sweep's encoder behind the embedding cache.
-    pub encoder: Arc<CachedEncoder>,
-    /// Cosine at or above which two claims are duplicates (RR).
-    pub tau_dup: f64,
-}
-
-impl SemanticScoring {
-    /// Loads the encoder a sweep's `[encoder]` names, with the verifier's `tau_dup`.
-    pub fn load(spec: &EncoderSpec, tau_dup: f64) -> Result<Self, EmbedError> {
-        let options = EncoderOptions {
-            batch_size: spec.batch_size as usize,
-            ..EncoderOptions::default()
-        };
-        let encoder = embed::load_encoder(&spec.preset, spec.path.as_deref(), options)?;
-        Ok(SemanticScoring {
-            encoder: Arc::new(CachedEncoder::new(Arc::new(encoder))),
-            tau_dup,
-        })
+        match self {
+            JobError::Store(e) => e.is_transient(),
+            JobError::Score {
+                source: ScoringError::Embed(EmbedError::Cache(e)),
+                ..
+            } => e.is_transient(),
+            JobError::Decompose { source, .. } => source.is_transient(),
+            JobError::Mode { source, .. } => source.is_transient(),
+            _ => false,
+        }
     }
 }
 
@@ -126,11 +127,8 @@ pub struct JobHandler {
     /// Models this handler may load from the store on first use (`None`: only the
     /// decomposers it was built with).
     loadable: Option<HashSet<String>>,
-    /// The embedding metrics of every job (embedded engine: the sweep is known).
-    semantic: Option<Arc<SemanticScoring>>,
-    /// The embedding metrics per run, loaded from the run's recorded sweep (distributed
-    /// workers); `None` for a run without an encoder.
-    semantic_by_run: Mutex<HashMap<String, Option<Arc<SemanticScoring>>>>,
+    /// The scorer of each run seen, given up front or loaded from the run's sweep.
+    scorers: Mutex<HashMap<String, Arc<Scorer>>>,
 }
 
 impl JobHandler {
@@ -139,42 +137,30 @@ impl JobHandler {
         JobHandler {
             decomposers: Mutex::new(decomposers),
             loadable: None,
-            semantic: None,
-            semantic_by_run: Mutex::new(HashMap::new()),
+            scorers: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Also computes Semantic-F1 and RR with this encoder.
-    #[must_use]
-    pub fn with_semantic_scoring(mut self, scoring: Arc<SemanticScoring>) -> Self {
-        self.semantic = Some(scoring);
-        self
-    }
-
-    /// The encoder behind the embedding metrics given at construction, if any.
-    pub fn semantic_scoring(&self) -> Option<&Arc<SemanticScoring>> {
-        self.semantic.as_ref()
     }
 
     /// A handler that loads each of `models` on first use from the run's sweep as
     /// recorded in the store, once per process (again only if its fingerprint changes).
     pub fn from_store(models: impl IntoIterator<Item = String>) -> Self {
         JobHandler {
-            decomposers: Mutex::new(HashMap::new()),
             loadable: Some(models.into_iter().collect()),
-            semantic: None,
-            semantic_by_run: Mutex::new(HashMap::new()),
+            ..JobHandler::new(HashMap::new())
         }
     }
 
-    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Decomposer>>> {
-        // Every mutation is one insert, so a poisoned map is still consistent.
-        self.decomposers.lock().unwrap_or_else(|p| p.into_inner())
+    /// Scores the jobs of `run_id` with `scorer` instead of loading one from the run's
+    /// recorded sweep.
+    #[must_use]
+    pub fn with_scorer(self, run_id: &str, scorer: Arc<Scorer>) -> Self {
+        lock(&self.scorers).insert(run_id.to_string(), scorer);
+        self
     }
 
     /// The loaded decomposer of a model.
     pub fn decomposer(&self, model: &str) -> Option<Arc<dyn Decomposer>> {
-        self.loaded().get(model).cloned()
+        lock(&self.decomposers).get(model).cloned()
     }
 
     /// The decomposer for a job: the loaded one, or (for a handler built with
@@ -213,28 +199,16 @@ impl JobHandler {
         let decomposer: Arc<dyn Decomposer> =
             Arc::from(crate::decompose::load(spec).map_err(|e| load_error(e.to_string()))?);
         tracing::info!(model = %job.model, fingerprint = %decomposer.fingerprint(), "model loaded");
-        self.loaded().insert(job.model.clone(), decomposer.clone());
+        lock(&self.decomposers).insert(job.model.clone(), decomposer.clone());
         Ok(decomposer)
     }
 
-    /// The embedding metrics of a job's run: the ones given at construction, or (for a
-    /// handler built with [`JobHandler::from_store`]) the encoder of the run's recorded
-    /// sweep, loaded once per run.
-    async fn semantic_for(
-        &self,
-        job: &Job,
-        store: &dyn Store,
-    ) -> Result<Option<Arc<SemanticScoring>>, JobError> {
-        if self.loadable.is_none() {
-            return Ok(self.semantic.clone());
-        }
-        if let Some(known) = self.semantic_runs().get(&job.run_id) {
+    /// The scorer of a job's run: the one given, or one loaded from the run's recorded
+    /// sweep (once per run and process).
+    pub async fn scorer_for(&self, job: &Job, store: &dyn Store) -> Result<Arc<Scorer>, JobError> {
+        if let Some(known) = lock(&self.scorers).get(&job.run_id) {
             return Ok(known.clone());
         }
-        let embed_error = |source| JobError::Embed {
-            key: job.key.clone(),
-            source,
-        };
         let sweep =
             recorded_sweep(job, store)
                 .await?
@@ -242,28 +216,34 @@ impl JobHandler {
                     key: job.key.clone(),
                     message,
                 })?;
-        let scoring = match &sweep.encoder {
-            None => None,
-            Some(spec) => Some(Arc::new(
-                SemanticScoring::load(spec, sweep.verifier.tau_dup).map_err(embed_error)?,
-            )),
-        };
-        self.semantic_runs()
-            .insert(job.run_id.clone(), scoring.clone());
-        Ok(scoring)
+        let scorer = tokio::task::spawn_blocking(move || {
+            Scorer::load(&sweep.nlp, sweep.encoder.as_ref(), &sweep.verifier)
+        })
+        .await
+        .map_err(|e| JobError::RecordedSweep {
+            key: job.key.clone(),
+            message: format!("loading the scorer: {e}"),
+        })?
+        .map_err(|source| JobError::LoadScorer {
+            key: job.key.clone(),
+            source,
+        })?;
+        let scorer = Arc::new(scorer);
+        tracing::info!(run = %job.run_id, "parser and encoder loaded");
+        Ok(lock(&self.scorers)
+            .entry(job.run_id.clone())
+            .or_insert(scorer)
+            .clone())
     }
 
-    fn semantic_runs(
+    /// Computes the results of a job (without writing them), reporting model calls and
+    /// cache lookups to `observer`.
+    pub async fn run(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Option<Arc<SemanticScoring>>>> {
-        // Every mutation is one insert, so a poisoned map is still consistent.
-        self.semantic_by_run
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Computes the results of a job (without writing them).
-    pub async fn run(&self, job: &Job, store: &dyn Store) -> Result<Vec<ExampleResult>, JobError> {
+        job: &Job,
+        store: &dyn Store,
+        observer: &dyn JobObserver,
+    ) -> Result<Vec<ExampleResult>, JobError> {
         let decomposer = self.decomposer_for(job, store).await?;
         if decomposer.fingerprint() != job.model_fingerprint {
             return Err(JobError::FingerprintMismatch {
@@ -273,48 +253,134 @@ impl JobHandler {
                 planned: job.model_fingerprint.clone(),
             });
         }
-        let semantic = self.semantic_for(job, store).await?;
+        let scorer = self.scorer_for(job, store).await?;
         let examples = store.shard_examples(job).await?;
+        let context = DecomposeContext {
+            cache: store,
+            observer,
+            model: &job.model,
+        };
+        let (bases, errors) = decompose_shard(&*decomposer, &examples, &context).await?;
+        let score_error = |source| JobError::Score {
+            key: job.key.clone(),
+            source,
+        };
+        let base_claims: Vec<Vec<Claim>> = bases.iter().map(|b| b.claims.clone()).collect();
+        let scored_base = scorer
+            .score(store, &inputs(&examples, &base_claims))
+            .await
+            .map_err(score_error)?;
+        let runner = ModeRunner {
+            scorer: &scorer,
+            embeddings: store,
+            generations: store,
+            llm: decomposer.llm(),
+        };
+        let outcome = runner
+            .run(job.mode, &examples, &base_claims, scored_base)
+            .await
+            .map_err(|source| JobError::Mode {
+                key: job.key.clone(),
+                source,
+            })?;
         let mut results = Vec::with_capacity(examples.len());
-        let mut references = Vec::with_capacity(examples.len());
-        for ex in examples {
-            let base =
-                decomposer
-                    .decompose(&ex.text)
-                    .await
-                    .map_err(|source| JobError::Decompose {
-                        example: ex.id.clone(),
-                        source,
-                    })?;
-            let (claims, pipeline_version) = match job.mode {
-                Mode::Base => (base.claims.clone(), PIPELINE_BASE),
-                Mode::Repair | Mode::SelfRepair | Mode::All => (base.claims.clone(), PIPELINE_NONE),
-            };
-            let metrics = ExampleMetrics {
-                n_claims: claims.len() as u32,
-                jaccard_f1: jaccard_f1(&claims, &ex.references).f1,
-                ..ExampleMetrics::default()
+        for (i, ((ex, base), error)) in examples.iter().zip(bases).zip(errors).enumerate() {
+            let scored = &outcome.scored.examples[i];
+            let mut metrics = scored.metrics.clone();
+            metrics.parse_failed = base.parse_failed;
+            let repair_json = match &outcome.traces[i] {
+                Some(trace) => Some(to_json(trace).map_err(score_error)?),
+                None => None,
             };
             results.push(ExampleResult {
-                example_id: ex.id,
+                example_id: ex.id.clone(),
                 base_claims: base.claims,
-                claims,
-                pipeline_version: pipeline_version.to_string(),
-                llm_calls: base.llm_calls,
+                claims: outcome.claims[i].clone(),
+                pipeline_version: outcome.pipeline_version.clone(),
+                llm_calls: base.llm_calls + outcome.tier_calls[i],
+                verifier_json: Some(to_json(&scored.report).map_err(score_error)?),
+                repair_json,
+                error,
                 metrics,
             });
-            references.push(ex.references);
-        }
-        if let Some(scoring) = &semantic {
-            score_semantic(scoring, store, &mut results, &references)
-                .await
-                .map_err(|source| JobError::Embed {
-                    key: job.key.clone(),
-                    source,
-                })?;
         }
         Ok(results)
     }
+}
+
+/// Decomposes a shard's examples, as many at once as the decomposer keeps in flight, in
+/// example order. An example whose decomposition fails for its own sake (an unusable
+/// answer after every retry) gets an empty claim list and its error; any other failure
+/// fails the job.
+pub async fn decompose_shard(
+    decomposer: &dyn Decomposer,
+    examples: &[Example],
+    context: &DecomposeContext<'_>,
+) -> Result<(Vec<Decomposition>, Vec<Option<String>>), JobError> {
+    // A window of calls in flight, answers taken in example order. (A plain loop rather
+    // than stream combinators: their closures trip the compiler's Send inference.)
+    let window = decomposer.max_in_flight().max(1);
+    let mut queued = examples.iter();
+    let mut in_flight = FuturesOrdered::new();
+    let mut outcomes: Vec<Result<Decomposition, DecomposeError>> =
+        Vec::with_capacity(examples.len());
+    loop {
+        while in_flight.len() < window {
+            let Some(ex) = queued.next() else { break };
+            in_flight.push_back(decomposer.decompose(&ex.text, context));
+        }
+        match in_flight.next().await {
+            Some(outcome) => outcomes.push(outcome),
+            None => break,
+        }
+    }
+    let mut bases = Vec::with_capacity(examples.len());
+    let mut errors = Vec::with_capacity(examples.len());
+    for (ex, outcome) in examples.iter().zip(outcomes) {
+        match outcome {
+            Ok(d) => {
+                bases.push(d);
+                errors.push(None);
+            }
+            Err(e) if e.is_example_error() => {
+                tracing::warn!(example = %ex.id, error = %e, "example not decomposed; recorded as its error");
+                bases.push(Decomposition {
+                    llm_calls: 1,
+                    ..Decomposition::default()
+                });
+                errors.push(Some(e.to_string()));
+            }
+            Err(source) => {
+                return Err(JobError::Decompose {
+                    example: ex.id.clone(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok((bases, errors))
+}
+
+/// The scoring inputs of a shard's examples with one claim list each.
+fn inputs<'a>(examples: &'a [Example], claims: &'a [Vec<Claim>]) -> Vec<ScoringInput<'a>> {
+    examples
+        .iter()
+        .zip(claims)
+        .map(|(ex, c)| ScoringInput {
+            source: &ex.text,
+            claims: c,
+            references: &ex.references,
+        })
+        .collect()
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ScoringError> {
+    serde_json::to_string(value).map_err(|e| ScoringError::Report(e.to_string()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every mutation is one insert, so a poisoned map is still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The sweep of a job's run as recorded in the store; the inner error says what is wrong
@@ -327,32 +393,4 @@ async fn recorded_sweep(
         return Ok(Err(format!("run {:?} is not in the store", job.run_id)));
     };
     Ok(serde_json::from_str(&spec_json).map_err(|e| format!("the run's recorded sweep: {e}")))
-}
-
-/// Fills in Semantic-F1 (average-max, claims vs references) and RR (claims vs claims)
-/// of each result; all texts of the shard are embedded in one cached call.
-async fn score_semantic(
-    scoring: &SemanticScoring,
-    store: &dyn Store,
-    results: &mut [ExampleResult],
-    references: &[Vec<String>],
-) -> Result<(), EmbedError> {
-    let texts: Vec<String> = results
-        .iter()
-        .zip(references)
-        .flat_map(|(r, refs)| r.claims.iter().chain(refs).cloned())
-        .collect();
-    let vectors = scoring.encoder.embed(store, &texts).await?;
-    let mut rest = vectors.as_slice();
-    for (r, refs) in results.iter_mut().zip(references) {
-        let (claims, after) = rest.split_at(r.claims.len());
-        let (refs_v, after) = after.split_at(refs.len());
-        rest = after;
-        r.metrics.semantic_f1 = Some(semantic_f1(&CosineMatrix::new(claims, refs_v)).f1);
-        r.metrics.rr = Some(redundancy_rate(
-            &CosineMatrix::new(claims, claims),
-            scoring.tau_dup,
-        ));
-    }
-    Ok(())
 }

@@ -9,10 +9,13 @@
 //! job of a model x dataset x mode enqueues its one aggregation job.
 
 use crate::handler::{JobError, JobHandler};
+use credence_shared::aggregation::aggregate_config;
 use credence_shared::job::{Job, Message, MESSAGE_VERSION};
+use credence_shared::observe::{JobObserver, JobOutcome, Stage};
 use credence_shared::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
-use credence_shared::store::{ConfigRef, JobCommit, Store};
+use credence_shared::store::{Attempt, ConfigRef, JobCommit, Store};
 use serde::Deserialize;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -70,9 +73,24 @@ pub struct LoopSettings {
     pub max_deliveries: u32,
     /// How often a running job's heartbeat is refreshed (`None`: never).
     pub heartbeat: Option<Duration>,
-    /// Where the aggregation job of a finished configuration is published (`None`: the
-    /// engine aggregates no configurations).
-    pub aggregation: Option<Arc<dyn Queue>>,
+    /// How a finished configuration is aggregated.
+    pub aggregation: Aggregation,
+    /// Where the job path reports what it did (outcomes, examples, stage seconds, dead
+    /// letters): the one seam metrics are fed through.
+    pub observer: Arc<dyn JobObserver>,
+}
+
+/// How the commit that finishes a configuration gets it aggregated
+/// ([`credence_shared::aggregation::aggregate_config`] either way).
+#[derive(Clone)]
+pub enum Aggregation {
+    /// Not at all (tests of the loop alone).
+    Off,
+    /// Publish an aggregation job to this queue's `credence.aggregate` (the distributed
+    /// engine: any worker runs it).
+    Enqueue(Arc<dyn Queue>),
+    /// Run it here, after the commit and before the ack (the embedded engine).
+    Inline,
 }
 
 impl std::fmt::Debug for LoopSettings {
@@ -81,7 +99,14 @@ impl std::fmt::Debug for LoopSettings {
             .field("worker_id", &self.worker_id)
             .field("max_deliveries", &self.max_deliveries)
             .field("heartbeat", &self.heartbeat)
-            .field("aggregation", &self.aggregation.is_some())
+            .field(
+                "aggregation",
+                &match self.aggregation {
+                    Aggregation::Off => "off",
+                    Aggregation::Enqueue(_) => "enqueue",
+                    Aggregation::Inline => "inline",
+                },
+            )
             .finish()
     }
 }
@@ -177,9 +202,9 @@ async fn handle_delivery(
         Ok(Work::Job(job)) => job,
         Ok(Work::Aggregate(config)) => {
             let done = retry_transient(shutdown, "aggregation", || async {
-                store
-                    .aggregate_config(&config)
+                aggregate_config(store, &config)
                     .await
+                    .map(|_| ())
                     .map_err(JobError::from)
             })
             .await?;
@@ -193,25 +218,50 @@ async fn handle_delivery(
         }
         Err(reason) => {
             tracing::warn!(%reason, "dead-lettering an unreadable message");
+            settings.observer.dead_letter("unreadable");
             settled(delivery.dead_letter(&reason).await, "dead-letter");
             return Some(JobEvent::Rejected { reason });
         }
     };
     let started = std::time::Instant::now();
-    let span = tracing::info_span!("job", key = %&job.key[..12.min(job.key.len())], model = %job.model, dataset = %job.dataset, mode = %job.mode, shard = job.shard);
-    let outcome = retry_transient(shutdown, "job", || run_job(&job, handler, store, settings))
-        .instrument(span)
-        .await?;
-    Some(match outcome {
+    settings.observer.current_model(&job.model);
+    let span = tracing::info_span!("job", key = %key_prefix(&job.key), model = %job.model, dataset = %job.dataset, mode = %job.mode, shard = job.shard);
+    // Set once this delivery's attempt is recorded: a retry in place is not a new one.
+    let counted = AtomicBool::new(false);
+    let outcome = retry_transient(shutdown.clone(), "job", || {
+        run_job(&job, handler, store, settings, &counted)
+    })
+    .instrument(span)
+    .await?;
+    let event = match outcome {
         Ok(None) => {
             settled(delivery.ack().await, "ack");
             JobEvent::Skipped { job }
         }
-        Ok(Some(commit)) => {
+        Ok(Some((commit, examples))) => {
             if commit.completes_config {
-                publish_aggregation(&job, settings).await;
+                match &settings.aggregation {
+                    Aggregation::Off => {}
+                    Aggregation::Enqueue(queue) => publish_aggregation(&job, queue.as_ref()).await,
+                    Aggregation::Inline => {
+                        let config = ConfigRef::of(&job);
+                        let done = retry_transient(shutdown, "aggregation", || async {
+                            aggregate_config(store, &config)
+                                .await
+                                .map_err(JobError::from)
+                        })
+                        .await;
+                        if let Some(Err(e)) = done {
+                            // The results are committed; the engine re-aggregates at its end.
+                            tracing::error!(error = %e, "aggregation failed");
+                        }
+                    }
+                }
             }
             settled(delivery.ack().await, "ack");
+            settings
+                .observer
+                .examples(&job.model, job.mode, examples as u64);
             JobEvent::Done {
                 job,
                 completes_config: commit.completes_config,
@@ -219,20 +269,51 @@ async fn handle_delivery(
             }
         }
         Err(e) => fail(delivery, Some(job), store, settings, e).await,
-    })
+    };
+    let (job, outcome) = match &event {
+        JobEvent::Done { job, .. } => (job, JobOutcome::Done),
+        JobEvent::Skipped { job } => (job, JobOutcome::Skipped),
+        JobEvent::Retry { job, .. } => (job, JobOutcome::Retry),
+        JobEvent::Failed { job, .. } => (job, JobOutcome::Failed),
+        JobEvent::Aggregated { .. } | JobEvent::Rejected { .. } => return Some(event),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    settings
+        .observer
+        .job(&job.model, job.mode, outcome, seconds);
+    Some(event)
 }
 
-/// One attempt at a job: `None` when it needed no work.
+/// The first 12 characters of a job key, for logs. A key comes off the network and may
+/// hold any text, so it is cut at a character boundary, never at a byte offset.
+fn key_prefix(key: &str) -> &str {
+    key.char_indices()
+        .nth(12)
+        .map_or(key, |(end, _)| &key[..end])
+}
+
+/// One try at a job: `None` when it needed no work. `counted` says whether an earlier
+/// try of the same delivery already recorded the attempt.
 async fn run_job(
     job: &Job,
     handler: &JobHandler,
     store: &dyn Store,
     settings: &LoopSettings,
-) -> Result<Option<JobCommit>, JobError> {
-    if !store.mark_running(job, &settings.worker_id).await? {
+    counted: &AtomicBool,
+) -> Result<Option<(JobCommit, usize)>, JobError> {
+    let attempt = if counted.load(Ordering::SeqCst) {
+        Attempt::SameDelivery
+    } else {
+        Attempt::New
+    };
+    let running = store
+        .mark_running(job, &settings.worker_id, attempt)
+        .await?;
+    counted.store(true, Ordering::SeqCst);
+    if !running {
         return Ok(None);
     }
-    let work = handler.run(job, store);
+    let work = handler.run(job, store, &*settings.observer);
     let results = match settings.heartbeat {
         None => work.await?,
         Some(every) => {
@@ -251,15 +332,17 @@ async fn run_job(
             }
         }
     };
-    Ok(Some(store.record_results(job, &results).await?))
+    let writing = std::time::Instant::now();
+    let commit = store.record_results(job, &results).await?;
+    settings
+        .observer
+        .stage(&job.model, Stage::Store, writing.elapsed().as_secs_f64());
+    Ok(Some((commit, results.len())))
 }
 
 /// Publishes the aggregation job of the configuration `job` finished. A failure is
 /// logged, not fatal: the reaper re-publishes aggregations that never complete.
-async fn publish_aggregation(job: &Job, settings: &LoopSettings) {
-    let Some(queue) = &settings.aggregation else {
-        return;
-    };
+async fn publish_aggregation(job: &Job, queue: &dyn Queue) {
     let message = Message::Aggregate {
         v: MESSAGE_VERSION,
         run_id: job.run_id.clone(),
@@ -297,6 +380,7 @@ async fn fail(
         // An aggregation that fails for good: dead-letter it with its error.
         tracing::error!(%error, "aggregation failed");
         if last {
+            settings.observer.dead_letter("aggregation");
             settled(delivery.dead_letter(&error).await, "dead-letter");
         } else {
             settled(delivery.nack(true).await, "nack");
@@ -305,6 +389,7 @@ async fn fail(
     };
     if last {
         tracing::error!(%error, "job failed its last delivery");
+        settings.observer.dead_letter("failed");
         if let Err(store_err) = store.mark_failed(&job, &error).await {
             tracing::error!(%store_err, "could not mark the job failed");
         }
@@ -357,43 +442,4 @@ pub fn decode_work(body: &[u8]) -> Result<Work, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decode_names_what_is_wrong() {
-        assert_eq!(
-            decode(b"{oops").unwrap_err(),
-            "malformed message: key must be a string at line 1 column 2"
-        );
-        assert_eq!(
-            decode(br#"{"kind":"job","v":9}"#).unwrap_err(),
-            "unknown message version 9; this worker reads version 1"
-        );
-        assert_eq!(
-            decode(br#"{"kind":"job"}"#).unwrap_err(),
-            "malformed message: no version field \"v\""
-        );
-        assert!(decode(br#"{"kind":"job","v":1,"job":{}}"#)
-            .unwrap_err()
-            .starts_with("malformed message: missing field"));
-    }
-
-    #[test]
-    fn decode_work_reads_aggregation_messages() {
-        let body = br#"{"kind":"aggregate","v":1,"run_id":"r","model":"m","dataset":"d","mode":"self_repair"}"#;
-        assert_eq!(
-            decode_work(body).unwrap(),
-            Work::Aggregate(ConfigRef {
-                run_id: "r".into(),
-                model: "m".into(),
-                dataset: "d".into(),
-                mode: credence_shared::Mode::SelfRepair,
-            })
-        );
-        assert_eq!(
-            decode(body).unwrap_err(),
-            "an aggregation message where a job was expected"
-        );
-    }
-}
+mod tests;

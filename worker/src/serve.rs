@@ -4,7 +4,8 @@
 //! (once per process) from the run's sweep as recorded in the store.
 
 use crate::handler::JobHandler;
-use crate::job_loop::{consume, JobEvent, LoopSettings};
+use crate::job_loop::{consume, Aggregation, JobEvent, LoopSettings};
+use credence_shared::observe::NoObserver;
 use credence_shared::queue::{job_queue, Queue, QueueError, AGGREGATE_QUEUE};
 use credence_shared::store::Store;
 use credence_shared::telemetry::WorkerMetrics;
@@ -56,7 +57,11 @@ pub async fn serve(
         worker_id: opts.worker_id.clone(),
         max_deliveries: opts.max_deliveries,
         heartbeat: Some(opts.heartbeat),
-        aggregation: Some(queue.clone()),
+        aggregation: Aggregation::Enqueue(queue.clone()),
+        observer: match &metrics {
+            Some(m) => Arc::new(m.job.clone()),
+            None => Arc::new(NoObserver),
+        },
     };
     let queues: Vec<String> = opts
         .models

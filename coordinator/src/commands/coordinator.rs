@@ -54,7 +54,9 @@ pub fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
-        reaper::serve(&conn, &a.reaper.settings(), metrics, stop).await?;
+        let served = reaper::serve(&conn, &a.reaper.settings(), metrics, stop).await;
+        conn.close().await;
+        served?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use credence::distributed::ConnectArgs;
+use credence::distributed::{ConnectArgs, Connections};
 use credence_shared::queue::{DeadLetter, Queue};
 use credence_worker::job_loop::{decode_work, Work};
 use serde::Serialize;
@@ -96,10 +96,9 @@ pub fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
         match args.command {
             DlqCommand::List(a) => {
                 let conn = a.connect.connect(Some(Duration::from_secs(60))).await?;
-                let shown: Vec<Shown> = conn
-                    .queue
-                    .dead_letters()
-                    .await?
+                let dead = conn.queue.dead_letters().await;
+                conn.close().await;
+                let shown: Vec<Shown> = dead?
                     .iter()
                     .map(show)
                     .filter(|s| a.run.is_none() || s.run == a.run)
@@ -109,23 +108,31 @@ pub fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
             }
             DlqCommand::Replay(a) => {
                 let conn = a.connect.connect(Some(Duration::from_secs(60))).await?;
-                let run = a.run.clone();
-                // Only messages that can be read are replayed: an unreadable one would
-                // only be dead-lettered again.
-                let (_, replayed) = conn
-                    .queue
-                    .replay_dead_letters(move |d| {
-                        let s = show(d);
-                        s.run.is_some() && (run.is_none() || s.run == run)
-                    })
-                    .await?;
-                let shown: Vec<Shown> = replayed.iter().map(show).collect();
-                let keys: Vec<String> = shown.iter().filter_map(|s| s.job_key.clone()).collect();
-                conn.store.mark_queued(&keys).await?;
-                print(&shown, a.json)?;
-                eprintln!("{} dead letters replayed", shown.len());
-                Ok(ExitCode::SUCCESS)
+                let done = replay(&conn, &a).await;
+                conn.close().await;
+                done
             }
         }
     })
+}
+
+/// `dlq replay`: re-publishes the readable dead letters (of one run) and marks their
+/// jobs queued.
+async fn replay(conn: &Connections, a: &ListArgs) -> anyhow::Result<ExitCode> {
+    let run = a.run.clone();
+    // Only messages that can be read are replayed: an unreadable one would
+    // only be dead-lettered again.
+    let (_, replayed) = conn
+        .queue
+        .replay_dead_letters(move |d| {
+            let s = show(d);
+            s.run.is_some() && (run.is_none() || s.run == run)
+        })
+        .await?;
+    let shown: Vec<Shown> = replayed.iter().map(show).collect();
+    let keys: Vec<String> = shown.iter().filter_map(|s| s.job_key.clone()).collect();
+    conn.store.mark_queued(&keys).await?;
+    print(&shown, a.json)?;
+    eprintln!("{} dead letters replayed", shown.len());
+    Ok(ExitCode::SUCCESS)
 }

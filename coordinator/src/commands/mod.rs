@@ -1,14 +1,19 @@
 //! One module per subcommand; each parses its arguments and calls the library.
 
 pub mod bench_embed;
+pub mod bench_pipeline;
 pub mod coordinator;
 pub mod dataset;
+pub mod decompose;
 pub mod dlq;
 pub mod embed;
 pub mod nlp;
+pub mod report;
 pub mod run;
 mod signals;
+pub mod stats;
 pub mod sweep;
+pub mod verify;
 pub mod worker;
 
 /// Logs go to standard error, filtered by `RUST_LOG` (default: warnings).

@@ -3,9 +3,10 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use credence::jsonl::read_text_lines;
 use credence_worker::nlp::Nlp;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -57,70 +58,6 @@ struct BenchArgs {
     min_words: usize,
 }
 
-#[derive(serde::Deserialize)]
-struct Request {
-    #[serde(default)]
-    id: serde_json::Value,
-    text: String,
-}
-
-fn read_requests(path: &Path) -> anyhow::Result<Vec<Request>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let req: Request = match serde_json::from_str(line) {
-            Ok(req) => req,
-            Err(e) => match lone_surrogate(line) {
-                Some(esc) => bail!(
-                    "{}:{}: field text: unpaired UTF-16 surrogate {esc} is not Unicode text \
-                     (pair it or replace it, e.g. with \\ufffd)",
-                    path.display(),
-                    n + 1
-                ),
-                None => {
-                    return Err(e).with_context(|| {
-                        format!(
-                            "{}:{}: expected {{\"id\", \"text\"}}",
-                            path.display(),
-                            n + 1
-                        )
-                    })
-                }
-            },
-        };
-        out.push(req);
-    }
-    Ok(out)
-}
-
-/// The first `\uXXXX` escape in a JSON line that is an unpaired UTF-16 surrogate.
-fn lone_surrogate(line: &str) -> Option<String> {
-    let b = line.as_bytes();
-    let unit = |i: usize| -> Option<u32> {
-        if b.get(i) != Some(&b'\\') || b.get(i + 1) != Some(&b'u') {
-            return None;
-        }
-        u32::from_str_radix(line.get(i + 2..i + 6)?, 16).ok()
-    };
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && b.get(i + 1) == Some(&b'\\') {
-            i += 2;
-            continue;
-        }
-        match unit(i) {
-            Some(0xD800..=0xDBFF) if matches!(unit(i + 6), Some(0xDC00..=0xDFFF)) => i += 12,
-            Some(u @ 0xD800..=0xDFFF) => return Some(format!("\\u{u:04x}")),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
 fn pool(threads: Option<usize>) -> anyhow::Result<rayon::ThreadPool> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(n) = threads {
@@ -144,7 +81,7 @@ pub fn run(args: NlpArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
-    let requests = read_requests(&args.input)?;
+    let requests = read_text_lines(&args.input)?;
     let nlp = load(&args.model)?;
     let pool = pool(args.model.threads)?;
     let texts: Vec<&str> = requests.iter().map(|r| r.text.as_str()).collect();
@@ -171,7 +108,7 @@ fn parse(args: ParseArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let requests = read_requests(&args.input)?;
+    let requests = read_text_lines(&args.input)?;
     if requests.is_empty() {
         bail!("{}: no texts", args.input.display());
     }

@@ -111,17 +111,24 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             SweepCommand::Launch(a) => launch(a).await,
             SweepCommand::Status(a) => {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
-                let s = status::read(&conn.store, &a.run).await?;
-                if a.json {
-                    println!("{}", serde_json::to_string_pretty(&s)?);
-                } else {
-                    print!("{}", status::render(&s));
+                let done: anyhow::Result<ExitCode> = async {
+                    let s = status::read(&conn.store, &a.run).await?;
+                    if a.json {
+                        println!("{}", serde_json::to_string_pretty(&s)?);
+                    } else {
+                        print!("{}", status::render(&s));
+                    }
+                    Ok(ExitCode::SUCCESS)
                 }
-                Ok(ExitCode::SUCCESS)
+                .await;
+                conn.close().await;
+                done
             }
             SweepCommand::Resume(a) => {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
-                let r = distributed::resume(&a.run, &conn).await?;
+                let done = distributed::resume(&a.run, &conn).await;
+                conn.close().await;
+                let r = done?;
                 eprintln!(
                     "run {}: {} jobs, {} done, {} re-published",
                     r.run_id, r.planned, r.already_done, r.published
@@ -130,19 +137,24 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             }
             SweepCommand::Cancel(a) => {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
-                if !conn.store.run_exists(&a.run).await? {
-                    anyhow::bail!(
-                        "no run {:?} in the store at {}",
-                        a.run,
-                        conn.store.location()
+                let done: anyhow::Result<ExitCode> = async {
+                    if !conn.store.run_exists(&a.run).await? {
+                        anyhow::bail!(
+                            "no run {:?} in the store at {}",
+                            a.run,
+                            conn.store.location()
+                        );
+                    }
+                    let n = conn.store.cancel_run(&a.run).await?;
+                    eprintln!(
+                        "run {}: {n} jobs cancelled; `credence sweep resume {}` continues it",
+                        a.run, a.run
                     );
+                    Ok(ExitCode::SUCCESS)
                 }
-                let n = conn.store.cancel_run(&a.run).await?;
-                eprintln!(
-                    "run {}: {n} jobs cancelled; `credence sweep resume {}` continues it",
-                    a.run, a.run
-                );
-                Ok(ExitCode::SUCCESS)
+                .await;
+                conn.close().await;
+                done
             }
         }
     })
@@ -152,12 +164,17 @@ async fn launch(a: LaunchArgs) -> anyhow::Result<ExitCode> {
     // Validation (sweep, datasets, models) comes before any connection or write.
     let sweep = credence_shared::sweep::load(&a.sweep)?;
     let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
-    let report = distributed::launch(sweep, &conn, a.plan_only).await?;
-    print_launch(&report, a.json)?;
-    if !a.follow {
-        return Ok(ExitCode::SUCCESS);
+    let done: anyhow::Result<ExitCode> = async {
+        let report = distributed::launch(sweep, &conn, a.plan_only).await?;
+        print_launch(&report, a.json)?;
+        if !a.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        follow(&conn, &report.run_id, &a.reaper.settings()).await
     }
-    follow(&conn, &report.run_id, &a.reaper.settings()).await
+    .await;
+    conn.close().await;
+    done
 }
 
 fn print_launch(r: &LaunchReport, json: bool) -> anyhow::Result<()> {

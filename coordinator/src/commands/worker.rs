@@ -70,6 +70,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
+        // Kept to close the connection before exit (lapin logs errors otherwise).
+        let broker = conn.queue.clone();
         let store: Arc<dyn Store> = Arc::new(conn.store);
         let queue: Arc<dyn Queue> = Arc::new(conn.queue);
         let mut stopped = stop.clone();
@@ -82,9 +84,11 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 tokio::time::sleep(Duration::from_secs_f64(args.grace.max(0.0))).await;
             } => {
                 tracing::warn!("grace period over; the job in flight returns to the queue");
+                broker.close().await;
                 return Ok(ExitCode::SUCCESS);
             }
         };
+        broker.close().await;
         tracing::info!(?report, "worker stopped");
         Ok(ExitCode::SUCCESS)
     })

@@ -117,6 +117,7 @@ pub async fn serve(
                     ] {
                         m.repairs.with_label_values(&[kind]).inc_by(n as u64);
                     }
+                    m.stale_republished.inc_by(r.requeued_stale as u64);
                 }
             }
             Ok(_) => {}

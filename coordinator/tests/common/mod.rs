@@ -4,6 +4,9 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+#[path = "../../../shared/tests/support/skip.rs"]
+pub mod skip;
+
 use std::path::Path;
 use std::process::{Command, Output};
 

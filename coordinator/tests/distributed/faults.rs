@@ -3,7 +3,7 @@
 //! the embedded engine. The server tests hold the servers exclusively and restart them
 //! through a guard, whatever happens.
 
-use super::support::{BrokerStopped, Cluster, DatabaseStopped};
+use super::support::{BrokerStopped, Cluster, DatabaseStopped, ResultRows};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -135,7 +135,7 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
 /// A sweep of `examples` examples in shards of 1 (8 jobs each) under way: the
 /// coordinator following it, three workers, a hundred jobs done. Returns the fault-free
 /// rows and the coordinator.
-fn sweep_under_way(c: &mut Cluster, run: &str, examples: usize) -> (Vec<String>, Child) {
+fn sweep_under_way(c: &mut Cluster, run: &str, examples: usize) -> (ResultRows, Child) {
     let sweep = c.write_sweep(run, examples, 1);
     let expected = c.embedded_rows(&sweep);
     let coordinator = follow(c, &sweep.display().to_string());
@@ -150,14 +150,14 @@ fn sweep_under_way(c: &mut Cluster, run: &str, examples: usize) -> (Vec<String>,
 }
 
 /// Waits for the coordinator to report the run complete, then compares the rows.
-fn completes_with(c: &Cluster, coordinator: Child, expected: &[String]) {
+fn completes_with(c: &Cluster, coordinator: Child, expected: &ResultRows) {
     let out = wait_exit(coordinator, Duration::from_secs(300));
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(c.pg_rows(), expected, "rows differ from a fault-free run");
+    assert_eq!(&c.pg_rows(), expected, "rows differ from a fault-free run");
     assert_eq!(
         c.sql_i64("SELECT count(*) FROM jobs WHERE state <> 'done'"),
         0

@@ -6,6 +6,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../shared/tests/support/skip.rs"]
+pub mod skip;
+
 use credence_shared::queue::rabbitmq::{RabbitQueue, RabbitSettings};
 use sqlx::Row;
 use std::path::{Path, PathBuf};
@@ -19,7 +22,7 @@ macro_rules! row_text {
     ($r:expr) => {{
         let r = $r;
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{:?}|{:?}",
             r.get::<String, _>(0),
             r.get::<String, _>(1),
             r.get::<String, _>(2),
@@ -30,13 +33,71 @@ macro_rules! row_text {
             r.get::<String, _>(7),
             r.get::<String, _>(8),
             r.get::<i64, _>(9),
-            r.get::<i64, _>(10),
-            r.get::<f64, _>(11),
+            r.get::<Option<String>, _>(10),
+            r.get::<Option<String>, _>(11),
+        )
+    }};
+}
+
+/// One stored metric value as text: every metric of every example, whatever the list.
+macro_rules! metric_text {
+    ($r:expr) => {{
+        let r = $r;
+        format!(
+            "{}|{}|{}|{:?}",
+            r.get::<String, _>(0),
+            r.get::<String, _>(1),
+            r.get::<String, _>(2),
+            r.get::<f64, _>(3),
+        )
+    }};
+}
+
+/// One `aggregates` row as text (floats in full precision).
+macro_rules! aggregate_text {
+    ($r:expr) => {{
+        let r = $r;
+        format!(
+            "{}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            r.get::<String, _>(0),
+            r.get::<String, _>(1),
+            r.get::<String, _>(2),
+            r.get::<String, _>(3),
+            r.get::<String, _>(4),
+            r.get::<i64, _>(5),
+            r.get::<f64, _>(6),
+            r.get::<Option<f64>, _>(7),
+            r.get::<Option<f64>, _>(8),
+            r.get::<Option<i64>, _>(9),
+            r.get::<Option<i64>, _>(10),
+            r.get::<Option<String>, _>(11),
+        )
+    }};
+}
+
+/// One `comparisons` row as text (floats in full precision).
+macro_rules! comparison_text {
+    ($r:expr) => {{
+        let r = $r;
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            r.get::<String, _>(0),
+            r.get::<String, _>(1),
+            r.get::<String, _>(2),
+            r.get::<String, _>(3),
+            r.get::<String, _>(4),
+            r.get::<String, _>(5),
+            r.get::<String, _>(6),
+            r.get::<i64, _>(7),
+            r.get::<f64, _>(8),
+            r.get::<Option<f64>, _>(9),
+            r.get::<Option<f64>, _>(10),
+            r.get::<Option<f64>, _>(11),
             r.get::<Option<f64>, _>(12),
             r.get::<Option<f64>, _>(13),
-            r.get::<Option<f64>, _>(14),
-            r.get::<Option<f64>, _>(15),
-            r.get::<Option<bool>, _>(16),
+            r.get::<Option<i64>, _>(14),
+            r.get::<Option<i64>, _>(15),
+            r.get::<Option<String>, _>(16),
         )
     }};
 }
@@ -76,10 +137,7 @@ pub fn servers_available(test: &str) -> bool {
         if pg { "up" } else { "down" },
         if mq { "up" } else { "down" }
     );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{missing}");
-    }
-    eprintln!("skipping {missing}");
+    skip::skip::<()>(&missing);
     false
 }
 
@@ -275,7 +333,7 @@ impl Cluster {
     }
 
     /// Runs the embedded engine on the same sweep: the fault-free reference.
-    pub fn embedded_rows(&self, sweep: &Path) -> Vec<String> {
+    pub fn embedded_rows(&self, sweep: &Path) -> ResultRows {
         let db = self.dir.path().join("embedded.db");
         let out = Command::new(env!("CARGO_BIN_EXE_credence"))
             .arg("run")
@@ -298,12 +356,62 @@ impl Cluster {
                 .fetch_all(&pool)
                 .await
                 .expect("rows");
-            rows.iter().map(|r| row_text!(r)).collect()
+            let metrics = sqlx::query(METRIC_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("metric rows");
+            ResultRows {
+                predictions: rows.iter().map(|r| row_text!(r)).collect(),
+                metrics: metrics.iter().map(|r| metric_text!(r)).collect(),
+            }
+        })
+    }
+
+    /// The bootstrap rows of the embedded run made by [`Cluster::embedded_rows`].
+    pub fn embedded_stats(&self) -> StatsRows {
+        let db = self.dir.path().join("embedded.db");
+        block_on(async {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+                .await
+                .expect("opening the embedded results");
+            let aggregates = sqlx::query(AGGREGATE_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("aggregates");
+            let comparisons = sqlx::query(COMPARISON_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("comparisons");
+            StatsRows::sorted(
+                aggregates.iter().map(|r| aggregate_text!(r)).collect(),
+                comparisons.iter().map(|r| comparison_text!(r)).collect(),
+            )
+        })
+    }
+
+    /// The distributed run's bootstrap rows, in the same order and text.
+    pub fn pg_stats(&self) -> StatsRows {
+        block_on(async {
+            let pool = sqlx::PgPool::connect(&self.db_url)
+                .await
+                .expect("connecting");
+            let aggregates = sqlx::query(AGGREGATE_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("aggregates");
+            let comparisons = sqlx::query(COMPARISON_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("comparisons");
+            StatsRows::sorted(
+                aggregates.iter().map(|r| aggregate_text!(r)).collect(),
+                comparisons.iter().map(|r| comparison_text!(r)).collect(),
+            )
         })
     }
 
     /// The distributed run's result rows, in the same order and text.
-    pub fn pg_rows(&self) -> Vec<String> {
+    pub fn pg_rows(&self) -> ResultRows {
         block_on(async {
             let pool = sqlx::PgPool::connect(&self.db_url)
                 .await
@@ -312,7 +420,14 @@ impl Cluster {
                 .fetch_all(&pool)
                 .await
                 .expect("rows");
-            rows.iter().map(|r| row_text!(r)).collect()
+            let metrics = sqlx::query(METRIC_ROWS)
+                .fetch_all(&pool)
+                .await
+                .expect("metric rows");
+            ResultRows {
+                predictions: rows.iter().map(|r| row_text!(r)).collect(),
+                metrics: metrics.iter().map(|r| metric_text!(r)).collect(),
+            }
         })
     }
 
@@ -375,11 +490,47 @@ impl Cluster {
     }
 }
 
+/// A run's result rows as text: one line per prediction, one per stored metric value
+/// (every metric of the list, so new metrics are compared without a change here).
+#[derive(Debug, PartialEq)]
+pub struct ResultRows {
+    pub predictions: Vec<String>,
+    pub metrics: Vec<String>,
+}
+
+/// `aggregates` and `comparisons` as text, sorted in Rust (the engines' text collations
+/// differ).
+#[derive(Debug, PartialEq)]
+pub struct StatsRows {
+    pub aggregates: Vec<String>,
+    pub comparisons: Vec<String>,
+}
+
+impl StatsRows {
+    fn sorted(mut aggregates: Vec<String>, mut comparisons: Vec<String>) -> Self {
+        aggregates.sort();
+        comparisons.sort();
+        StatsRows {
+            aggregates,
+            comparisons,
+        }
+    }
+}
+
+const AGGREGATE_ROWS: &str = "SELECT run_id, model, dataset, mode, metric, n, mean, ci_low,
+        ci_high, resamples, seed, method FROM aggregates";
+
+const COMPARISON_ROWS: &str = "SELECT run_id, dataset, a_model, a_mode, b_model, b_mode,
+        metric, n, delta, ci_low, ci_high, p_value, p_le, p_ge, resamples, seed, method
+ FROM comparisons";
+
 const RESULT_ROWS: &str = "SELECT p.job_key, p.example_id, p.run_id, p.model, p.dataset, p.mode,
-        p.base_claims_json, p.claims_json, p.pipeline_version, p.llm_calls,
-        m.n_claims, m.jaccard_f1, m.semantic_f1, m.epr, m.avr, m.rr, m.verified
- FROM predictions p JOIN example_metrics m USING (job_key, example_id)
- ORDER BY p.job_key, p.example_id";
+        p.base_claims_json, p.claims_json, p.pipeline_version, p.llm_calls, p.verifier_json,
+        p.repair_json
+ FROM predictions p ORDER BY p.job_key, p.example_id";
+
+const METRIC_ROWS: &str = "SELECT job_key, example_id, metric, value FROM metric_values
+ ORDER BY job_key, example_id, metric";
 
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()

@@ -82,6 +82,8 @@ struct Inner {
     settings: RabbitSettings,
     location: String,
     link: Mutex<Option<Link>>,
+    /// Set by [`RabbitQueue::close`]: no reconnecting after it.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// The RabbitMQ queue engine; cheap to clone.
@@ -113,11 +115,44 @@ impl RabbitQueue {
                 settings,
                 location,
                 link: Mutex::new(None),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         let link = queue.open_link().await?;
         *queue.inner.link.lock().await = Some(link);
         Ok(queue)
+    }
+
+    /// Closes the connection (every channel on it with it) with a clean AMQP close, so
+    /// that the broker and lapin see an orderly goodbye. A process closes its queue
+    /// before it exits: a connection dropped with the runtime makes lapin log errors
+    /// about a clean run. Operations after it fail with [`QueueError::Closed`].
+    pub async fn close(&self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let Some(link) = self.inner.link.lock().await.take() else {
+            return;
+        };
+        if !link.connection.status().connected() {
+            return;
+        }
+        if let Err(e) = link.connection.close(200, "bye").await {
+            tracing::debug!(error = %e, "closing the broker connection");
+            return;
+        }
+        // The close is answered before lapin's I/O thread has stopped; a runtime that
+        // shuts down under that thread makes it log errors. Wait for it (briefly: a
+        // closed connection's I/O loop ends at once).
+        drop(link.publisher);
+        let connection = link.connection;
+        let io_loop = tokio::task::spawn_blocking(move || connection.run());
+        if tokio::time::timeout(Duration::from_secs(5), io_loop)
+            .await
+            .is_err()
+        {
+            tracing::debug!("the broker connection's I/O loop did not stop within 5 s");
+        }
     }
 
     /// `host:port/vhost` of the broker.
@@ -213,6 +248,9 @@ impl RabbitQueue {
         let mut backoff = Duration::from_millis(100);
         let mut guard = self.inner.link.lock().await;
         loop {
+            if self.inner.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(QueueError::Closed);
+            }
             if let Some(link) = guard.as_mut() {
                 if link.connection.status().connected() {
                     if link.publisher.status().connected() {

@@ -6,14 +6,17 @@
 pub mod postgres;
 mod rows;
 pub mod sqlite;
+mod views;
 
+use crate::aggregation::Aggregation;
 use crate::cache::{EmbeddingCache, GenerationCache};
 use crate::dataset::LoadedDataset;
 use crate::domain::{Example, ExampleResult, Mode};
 use crate::job::Job;
+use crate::stats::ConfigValues;
 use async_trait::async_trait;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// A store operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -160,20 +163,95 @@ pub struct SummaryRow {
     pub mode: Mode,
     /// Examples with results.
     pub n: u32,
-    /// Mean number of claims.
-    pub claims: f64,
-    /// Mean Jaccard-F1.
-    pub jaccard_f1: f64,
-    /// Mean Semantic-F1, when computed.
-    pub semantic_f1: Option<f64>,
-    /// Mean EPR, when computed.
-    pub epr: Option<f64>,
-    /// Mean AVR, when computed.
-    pub avr: Option<f64>,
-    /// Mean RR, when computed.
-    pub rr: Option<f64>,
-    /// Share of verified examples, when computed.
-    pub verify: Option<f64>,
+    /// Mean of each metric computed for these examples, by metric name
+    /// ([`crate::domain::ExampleMetrics::DEFS`]); a metric the sweep did not compute is
+    /// absent.
+    pub means: BTreeMap<String, f64>,
+}
+
+impl SummaryRow {
+    /// The mean of a metric, if computed.
+    pub fn mean(&self, metric: &str) -> Option<f64> {
+        self.means.get(metric).copied()
+    }
+}
+
+/// One stored `aggregates` row.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct AggregateRecord {
+    /// Model.
+    pub model: String,
+    /// Dataset id.
+    pub dataset: String,
+    /// Mode.
+    pub mode: String,
+    /// Metric.
+    pub metric: String,
+    /// Examples.
+    pub n: i64,
+    /// Mean over examples.
+    pub mean: f64,
+    /// Lower end of the 95% interval.
+    pub ci_low: Option<f64>,
+    /// Upper end of the 95% interval.
+    pub ci_high: Option<f64>,
+}
+
+/// One stored `comparisons` row: a - b on one dataset.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct ComparisonRecord {
+    /// Dataset id.
+    pub dataset: String,
+    /// Metric.
+    pub metric: String,
+    /// a's model.
+    pub a_model: String,
+    /// a's mode.
+    pub a_mode: String,
+    /// b's model.
+    pub b_model: String,
+    /// b's mode.
+    pub b_mode: String,
+    /// Examples compared.
+    pub n: i64,
+    /// mean(a) - mean(b).
+    pub delta: f64,
+    /// Lower end of its 95% interval.
+    pub ci_low: Option<f64>,
+    /// Upper end of its 95% interval.
+    pub ci_high: Option<f64>,
+    /// Two-sided paired bootstrap p-value.
+    pub p_value: Option<f64>,
+}
+
+/// A run's statistics as stored.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RunStatistics {
+    /// Means and intervals.
+    pub aggregates: Vec<AggregateRecord>,
+    /// Paired comparisons.
+    pub comparisons: Vec<ComparisonRecord>,
+}
+
+/// What a [`Store::mark_running`] call is: a new attempt at the job (a delivery taken
+/// off the queue), or the same delivery tried again in place after the store was
+/// unreachable, which must not count against the job's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The first call for a delivery: `attempts` goes up by one.
+    New,
+    /// The same delivery again (a retry in place): `attempts` stays as it is.
+    SameDelivery,
+}
+
+impl Attempt {
+    /// What this call adds to `attempts`.
+    pub fn increment(self) -> i64 {
+        match self {
+            Attempt::New => 1,
+            Attempt::SameDelivery => 0,
+        }
+    }
 }
 
 /// The store interface shared by both engines.
@@ -194,10 +272,15 @@ pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
     /// The examples of a job's shard, in dataset order.
     async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError>;
 
-    /// Notes that `worker` started (another attempt at) the job. Returns false, changing
-    /// nothing, when the job needs no work: already done (a redelivered message) or
-    /// cancelled.
-    async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError>;
+    /// Notes that `worker` started (another attempt at) the job; only an
+    /// [`Attempt::New`] counts in `attempts`. Returns false, changing nothing, when the
+    /// job needs no work: already done (a redelivered message) or cancelled.
+    async fn mark_running(
+        &self,
+        job: &Job,
+        worker: &str,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError>;
 
     /// Refreshes the heartbeat of a running job, so the reaper knows its worker lives.
     async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError>;
@@ -216,47 +299,23 @@ pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
     /// The sweep of a run as recorded by [`Store::record_plan`] (JSON), if the run exists.
     async fn run_spec(&self, run_id: &str) -> Result<Option<String>, StoreError>;
 
-    /// The aggregation job of a configuration: writes the mean of each metric over its
-    /// examples to `aggregates` (replacing earlier values, so a repeat is harmless) and
-    /// marks the configuration complete.
-    async fn aggregate_config(&self, config: &ConfigRef) -> Result<(), StoreError>;
+    /// The per-example values of every metric of a configuration, examples in dataset
+    /// order; what [`crate::aggregation::aggregate_config`] computes on.
+    async fn config_values(&self, config: &ConfigRef) -> Result<ConfigValues, StoreError>;
+
+    /// Whether every job of a configuration is done (false when it has no jobs).
+    async fn config_finished(&self, config: &ConfigRef) -> Result<bool, StoreError>;
+
+    /// Every `aggregates` and `comparisons` row of a run, sorted by configuration and
+    /// metric (what `credence report` prints).
+    async fn run_statistics(&self, run_id: &str) -> Result<RunStatistics, StoreError>;
+
+    /// Writes an aggregation in one transaction: replaces the configuration's
+    /// `aggregates` rows and the `comparisons` rows of each pair it carries, and marks
+    /// the configuration complete (in the distributed engine). A repeat is harmless.
+    async fn write_aggregation(&self, aggregation: &Aggregation) -> Result<(), StoreError>;
 
     /// Mean metrics per model x dataset x mode over the given jobs' results, in plan
     /// order (models, datasets and modes in the order they first appear in `jobs`).
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError>;
-}
-
-/// The metrics averaged by an aggregation job, as (name, SQL expression over
-/// `example_metrics`).
-pub(crate) const AGGREGATED_METRICS: [(&str, &str); 7] = [
-    ("n_claims", "n_claims"),
-    ("jaccard_f1", "jaccard_f1"),
-    ("semantic_f1", "semantic_f1"),
-    ("epr", "epr"),
-    ("avr", "avr"),
-    ("rr", "rr"),
-    ("verify", "VERIFIED"),
-];
-
-/// A `SELECT metric, v` over the example metrics of one configuration, one row per
-/// example and metric; `verified` is the dialect's cast of the boolean to a number and
-/// the four placeholders are the configuration's run, model, dataset and mode.
-pub(crate) fn metric_values_sql(
-    verified: &str,
-    run: &str,
-    model: &str,
-    dataset: &str,
-    mode: &str,
-) -> String {
-    AGGREGATED_METRICS
-        .iter()
-        .map(|(name, expr)| {
-            let expr = if *expr == "VERIFIED" { verified } else { expr };
-            format!(
-                "SELECT '{name}' AS metric, CAST({expr} AS DOUBLE PRECISION) AS v FROM example_metrics
-                 WHERE run_id = {run} AND model = {model} AND dataset = {dataset} AND mode = {mode}"
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ")
 }

@@ -11,14 +11,20 @@
 mod cache;
 pub mod ops;
 
-use super::{ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
+use super::views::{self, Dialect, SqlValue};
+use super::{
+    Attempt, ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, RunStatistics, Store,
+    StoreError, SummaryRow,
+};
+use crate::aggregation::Aggregation;
 use crate::domain::{Example, ExampleResult};
 use crate::job::Job;
+use crate::stats::ConfigValues;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgPool, Row};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -67,7 +73,40 @@ impl PgStore {
                 location: location.clone(),
                 source,
             })?;
-        Ok(PgStore { pool, location })
+        let store = PgStore { pool, location };
+        store.update_views().await?;
+        Ok(store)
+    }
+
+    /// Recreates the views generated from the metric list when they are out of date,
+    /// under a transaction-scoped advisory lock so that processes starting together
+    /// do it once.
+    async fn update_views(&self) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin view update"))?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('credence.generated_views'))")
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::query("lock generated views"))?;
+        let recorded: HashMap<String, String> =
+            sqlx::query_as("SELECT name, sha256 FROM generated_views")
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(StoreError::query("generated views"))?
+                .into_iter()
+                .collect();
+        for stmt in views::view_updates(Dialect::Postgres, &recorded) {
+            sqlx::query(&stmt)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::query("update generated views"))?;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::query("commit view update"))
     }
 
     /// The connection pool, for queries the trait does not cover (reports, tests).
@@ -266,14 +305,20 @@ impl Store for PgStore {
         super::rows::shard_examples(job, rows)
     }
 
-    async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError> {
+    async fn mark_running(
+        &self,
+        job: &Job,
+        worker: &str,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError> {
         let updated = sqlx::query(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = $1,
+            "UPDATE jobs SET state = 'running', attempts = attempts + $3::int, worker = $1,
                  started_at = now(), heartbeat_at = now()
              WHERE job_key = $2 AND state NOT IN ('done', 'cancelled')",
         )
         .bind(worker)
         .bind(&job.key)
+        .bind(attempt.increment() as i32)
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("mark running"))?;
@@ -365,27 +410,68 @@ impl Store for PgStore {
             .map_err(StoreError::query("run spec"))
     }
 
-    async fn aggregate_config(&self, config: &ConfigRef) -> Result<(), StoreError> {
+    async fn config_values(&self, config: &ConfigRef) -> Result<ConfigValues, StoreError> {
+        let rows = sqlx::query_as(&views::config_values_sql("$1", "$2", "$3", "$4"))
+            .bind(&config.run_id)
+            .bind(&config.model)
+            .bind(&config.dataset)
+            .bind(config.mode.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("configuration values"))?;
+        Ok(super::rows::config_values(rows))
+    }
+
+    async fn config_finished(&self, config: &ConfigRef) -> Result<bool, StoreError> {
+        let (jobs, done): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'done') FROM jobs
+             WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4",
+        )
+        .bind(&config.run_id)
+        .bind(&config.model)
+        .bind(&config.dataset)
+        .bind(config.mode.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(StoreError::query("configuration finished"))?;
+        Ok(jobs > 0 && jobs == done)
+    }
+
+    async fn run_statistics(&self, run_id: &str) -> Result<RunStatistics, StoreError> {
+        let (aggregates_sql, comparisons_sql) = views::run_statistics_sql("$1");
+        let aggregates = sqlx::query_as(&aggregates_sql)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("run aggregates"))?;
+        let comparisons = sqlx::query_as(&comparisons_sql)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("run comparisons"))?;
+        Ok(super::rows::run_statistics(aggregates, comparisons))
+    }
+
+    async fn write_aggregation(&self, aggregation: &Aggregation) -> Result<(), StoreError> {
+        let config = &aggregation.config;
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(StoreError::query("begin aggregation"))?;
-        sqlx::query(&format!(
-            "INSERT INTO aggregates (run_id, model, dataset, mode, metric, n, mean)
-             SELECT $1, $2, $3, $4, metric, count(v), avg(v) FROM ({}) AS per_metric
-             GROUP BY metric HAVING count(v) > 0
-             ON CONFLICT (run_id, model, dataset, mode, metric)
-             DO UPDATE SET n = excluded.n, mean = excluded.mean",
-            super::metric_values_sql("verified::int", "$1", "$2", "$3", "$4")
-        ))
-        .bind(&config.run_id)
-        .bind(&config.model)
-        .bind(&config.dataset)
-        .bind(config.mode.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::query("aggregate configuration"))?;
+        for (sql, values) in views::aggregation_statements(aggregation, |i| format!("${i}")) {
+            let mut q = sqlx::query(&sql);
+            for v in values {
+                q = match v {
+                    SqlValue::Text(t) => q.bind(t),
+                    SqlValue::Int(i) => q.bind(i),
+                    SqlValue::Real(x) => q.bind(x),
+                };
+            }
+            q.execute(&mut *tx)
+                .await
+                .map_err(StoreError::query("write aggregation"))?;
+        }
         sqlx::query(
             "UPDATE configs SET state = 'complete', completed_at = now(),
                  aggregations = aggregations + 1
@@ -405,17 +491,18 @@ impl Store for PgStore {
 
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
-        let rows = sqlx::query_as(
-            "SELECT model, dataset, mode, count(*), avg(n_claims)::float8, avg(jaccard_f1),
-                    avg(semantic_f1), avg(epr), avg(avr), avg(rr), avg(verified::int)::float8
-             FROM example_metrics WHERE job_key = ANY($1)
-             GROUP BY model, dataset, mode",
-        )
-        .bind(keys)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::query("summary"))?;
-        super::rows::summary(rows, jobs)
+        let (means_sql, counts_sql) = views::summary_sql("SELECT unnest($1::text[])");
+        let counts = sqlx::query_as(&counts_sql)
+            .bind(&keys)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("summary counts"))?;
+        let means = sqlx::query_as(&means_sql)
+            .bind(&keys)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("summary means"))?;
+        super::rows::summary(counts, means, jobs)
     }
 }
 
@@ -428,10 +515,13 @@ async fn insert_results(
     let ids: Vec<&str> = results.iter().map(|r| r.example_id.as_str()).collect();
     sqlx::query(
         "INSERT INTO predictions (job_key, example_id, run_id, model, dataset, mode,
-             base_claims_json, claims_json, pipeline_version, llm_calls)
-         SELECT $1, t.example_id, $2, $3, $4, $5, t.base, t.claims, t.pipeline, t.calls
-         FROM UNNEST($6::text[], $7::text[], $8::text[], $9::text[], $10::int8[])
-              AS t(example_id, base, claims, pipeline, calls)
+             base_claims_json, claims_json, pipeline_version, llm_calls, verifier_json,
+             repair_json, error)
+         SELECT $1, t.example_id, $2, $3, $4, $5, t.base, t.claims, t.pipeline, t.calls, t.report,
+                t.repair, t.error
+         FROM UNNEST($6::text[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::text[],
+                     $12::text[], $13::text[])
+              AS t(example_id, base, claims, pipeline, calls, report, repair, error)
          ON CONFLICT DO NOTHING",
     )
     .bind(&job.key)
@@ -464,56 +554,49 @@ async fn insert_results(
             .map(|r| i64::from(r.llm_calls))
             .collect::<Vec<_>>(),
     )
+    .bind(
+        results
+            .iter()
+            .map(|r| r.verifier_json.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        results
+            .iter()
+            .map(|r| r.repair_json.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        results
+            .iter()
+            .map(|r| r.error.as_deref())
+            .collect::<Vec<_>>(),
+    )
     .execute(&mut *tx)
     .await
     .map_err(StoreError::query("insert predictions"))?;
-    let m = |f: fn(&ExampleResult) -> Option<f64>| results.iter().map(f).collect::<Vec<_>>();
+    let mut example_ids: Vec<&str> = Vec::new();
+    let mut metrics: Vec<&str> = Vec::new();
+    let mut values: Vec<f64> = Vec::new();
+    for r in results {
+        for (metric, v) in r.metrics.values() {
+            example_ids.push(&r.example_id);
+            metrics.push(metric);
+            values.push(v);
+        }
+    }
     sqlx::query(
-        "INSERT INTO example_metrics (job_key, example_id, run_id, model, dataset, mode,
-             n_claims, jaccard_f1, semantic_f1, epr, avr, rr, verified, n_viol)
-         SELECT $1, t.example_id, $2, $3, $4, $5, t.n_claims, t.jaccard_f1, t.semantic_f1,
-                t.epr, t.avr, t.rr, t.verified, t.n_viol
-         FROM UNNEST($6::text[], $7::int8[], $8::float8[], $9::float8[], $10::float8[],
-                     $11::float8[], $12::float8[], $13::bool[], $14::int8[])
-              AS t(example_id, n_claims, jaccard_f1, semantic_f1, epr, avr, rr, verified, n_viol)
+        "INSERT INTO metric_values (job_key, example_id, metric, value)
+         SELECT $1, t.example_id, t.metric, t.value
+         FROM UNNEST($2::text[], $3::text[], $4::float8[]) AS t(example_id, metric, value)
          ON CONFLICT DO NOTHING",
     )
     .bind(&job.key)
-    .bind(&job.run_id)
-    .bind(&job.model)
-    .bind(&job.dataset)
-    .bind(job.mode.as_str())
-    .bind(&ids)
-    .bind(
-        results
-            .iter()
-            .map(|r| i64::from(r.metrics.n_claims))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        results
-            .iter()
-            .map(|r| r.metrics.jaccard_f1)
-            .collect::<Vec<_>>(),
-    )
-    .bind(m(|r| r.metrics.semantic_f1))
-    .bind(m(|r| r.metrics.epr))
-    .bind(m(|r| r.metrics.avr))
-    .bind(m(|r| r.metrics.rr))
-    .bind(
-        results
-            .iter()
-            .map(|r| r.metrics.verified)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        results
-            .iter()
-            .map(|r| r.metrics.n_viol.map(i64::from))
-            .collect::<Vec<_>>(),
-    )
+    .bind(&example_ids)
+    .bind(&metrics)
+    .bind(&values)
     .execute(&mut *tx)
     .await
-    .map_err(StoreError::query("insert example metrics"))?;
+    .map_err(StoreError::query("insert metric values"))?;
     Ok(())
 }

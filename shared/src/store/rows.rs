@@ -5,25 +5,16 @@
 use super::{StoreError, SummaryRow};
 use crate::domain::{Example, Mode};
 use crate::job::Job;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// `example_id, text, references_json, meta_json` of `examples`.
 pub(crate) type ExampleRow = (String, String, String, String);
 
-/// `model, dataset, mode, count, claims, jaccard_f1, semantic_f1, epr, avr, rr, verify`.
-pub(crate) type SummaryTuple = (
-    String,
-    String,
-    String,
-    i64,
-    f64,
-    f64,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-);
+/// `model, dataset, mode, metric, mean` of the summary query.
+pub(crate) type MeanRow = (String, String, String, String, f64);
+
+/// `model, dataset, mode, n` of the summary query.
+pub(crate) type CountRow = (String, String, String, i64);
 
 /// The examples of a job's shard, which must be exactly the `len` the job expects.
 pub(crate) fn shard_examples(job: &Job, rows: Vec<ExampleRow>) -> Result<Vec<Example>, StoreError> {
@@ -81,31 +72,28 @@ pub(crate) fn mode(s: &str, what: &'static str) -> Result<Mode, StoreError> {
 }
 
 /// Summary rows in plan order (models, datasets and modes as they first appear in
-/// `jobs`).
+/// `jobs`), from the example counts and the means per metric.
 pub(crate) fn summary(
-    rows: Vec<SummaryTuple>,
+    counts: Vec<CountRow>,
+    means: Vec<MeanRow>,
     jobs: &[Job],
 ) -> Result<Vec<SummaryRow>, StoreError> {
-    let mut out = rows
-        .into_iter()
-        .map(
-            |(model, dataset, m, n, claims, jaccard_f1, semantic_f1, epr, avr, rr, verify)| {
-                Ok(SummaryRow {
-                    model,
-                    dataset,
-                    mode: mode(&m, "example_metrics.mode")?,
-                    n: n as u32,
-                    claims,
-                    jaccard_f1,
-                    semantic_f1,
-                    epr,
-                    avr,
-                    rr,
-                    verify,
-                })
-            },
-        )
-        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut rows: HashMap<(String, String, String), SummaryRow> = HashMap::new();
+    for (model, dataset, m, n) in counts {
+        let row = SummaryRow {
+            model: model.clone(),
+            dataset: dataset.clone(),
+            mode: mode(&m, "predictions.mode")?,
+            n: u32::try_from(n).unwrap_or(u32::MAX),
+            means: BTreeMap::new(),
+        };
+        rows.insert((model, dataset, m), row);
+    }
+    for (model, dataset, m, metric, mean) in means {
+        if let Some(row) = rows.get_mut(&(model, dataset, m)) {
+            row.means.insert(metric, mean);
+        }
+    }
     let mut order = HashMap::new();
     for j in jobs {
         let n = order.len();
@@ -113,10 +101,60 @@ pub(crate) fn summary(
             .entry((j.model.clone(), j.dataset.clone(), j.mode))
             .or_insert(n);
     }
+    let mut out: Vec<SummaryRow> = rows.into_values().collect();
     out.sort_by_key(|row| {
         order
             .get(&(row.model.clone(), row.dataset.clone(), row.mode))
             .copied()
     });
     Ok(out)
+}
+
+/// `example_id, metric, value` of the configuration-values query.
+pub(crate) type ValueRow = (String, Option<String>, Option<f64>);
+
+/// The per-example vectors of a configuration from its rows (in dataset order).
+pub(crate) fn config_values(rows: Vec<ValueRow>) -> crate::stats::ConfigValues {
+    let mut ids: Vec<String> = Vec::new();
+    let mut cells: Vec<(usize, String, f64)> = Vec::new();
+    for (id, metric, value) in rows {
+        if ids.last() != Some(&id) {
+            ids.push(id);
+        }
+        if let (Some(metric), Some(value)) = (metric, value) {
+            cells.push((ids.len() - 1, metric, value));
+        }
+    }
+    let mut metrics: BTreeMap<String, Vec<Option<f64>>> = BTreeMap::new();
+    for (i, metric, value) in cells {
+        metrics
+            .entry(metric)
+            .or_insert_with(|| vec![None; ids.len()])[i] = Some(value);
+    }
+    crate::stats::ConfigValues {
+        example_ids: ids,
+        metrics,
+    }
+}
+
+/// A run's statistics in a fixed order, whatever the engine's collation.
+pub(crate) fn run_statistics(
+    mut aggregates: Vec<super::AggregateRecord>,
+    mut comparisons: Vec<super::ComparisonRecord>,
+) -> super::RunStatistics {
+    aggregates.sort_by(|x, y| {
+        (&x.model, &x.dataset, &x.mode, &x.metric).cmp(&(&y.model, &y.dataset, &y.mode, &y.metric))
+    });
+    comparisons.sort_by(|x, y| {
+        (
+            &x.dataset, &x.a_model, &x.a_mode, &x.b_model, &x.b_mode, &x.metric,
+        )
+            .cmp(&(
+                &y.dataset, &y.a_model, &y.a_mode, &y.b_model, &y.b_mode, &y.metric,
+            ))
+    });
+    super::RunStatistics {
+        aggregates,
+        comparisons,
+    }
 }

@@ -1,10 +1,16 @@
 //! The embedded store: one SQLite file (WAL mode), migrations from `migrations/sqlite`.
 //! A SIGKILL at any moment loses at most the transaction in flight.
 
-use super::{ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError, SummaryRow};
-use crate::cache::{EmbeddingCache, GenerationCache};
+use super::views::{self, Dialect, SqlValue};
+use super::{
+    Attempt, ConfigRef, JobCommit, PlannedDatasetRecord, RunRecord, RunStatistics, Store,
+    StoreError, SummaryRow,
+};
+use crate::aggregation::Aggregation;
+use crate::cache::{EmbeddingCache, GenerationCache, TokenUsage};
 use crate::domain::{Example, ExampleResult};
 use crate::job::Job;
+use crate::stats::ConfigValues;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -46,7 +52,34 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|source| StoreError::Migrate { location, source })?;
-        Ok(SqliteStore { pool })
+        let store = SqliteStore { pool };
+        store.update_views().await?;
+        Ok(store)
+    }
+
+    /// Recreates the views generated from the metric list when they are out of date.
+    async fn update_views(&self) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin view update"))?;
+        let recorded: HashMap<String, String> =
+            sqlx::query_as("SELECT name, sha256 FROM generated_views")
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(StoreError::query("generated views"))?
+                .into_iter()
+                .collect();
+        for stmt in views::view_updates(Dialect::Sqlite, &recorded) {
+            sqlx::query(&stmt)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::query("update generated views"))?;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::query("commit view update"))
     }
 
     /// The connection pool, for queries the trait does not cover (reports, tests).
@@ -54,6 +87,9 @@ impl SqliteStore {
         &self.pool
     }
 }
+
+/// Metric rows per multi-row insert (4 bound values each, far below SQLite's limit).
+const METRIC_ROWS_PER_INSERT: usize = 500;
 
 fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
@@ -163,13 +199,19 @@ impl Store for SqliteStore {
         super::rows::shard_examples(job, rows)
     }
 
-    async fn mark_running(&self, job: &Job, worker: &str) -> Result<bool, StoreError> {
+    async fn mark_running(
+        &self,
+        job: &Job,
+        worker: &str,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?,
+            "UPDATE jobs SET state = 'running', attempts = attempts + ?, worker = ?,
                  started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
                  heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
              WHERE job_key = ? AND state <> 'done'",
         )
+        .bind(attempt.increment())
         .bind(worker)
         .bind(&job.key)
         .execute(&self.pool)
@@ -204,8 +246,9 @@ impl Store for SqliteStore {
         for r in results {
             sqlx::query(
                 "INSERT INTO predictions (job_key, example_id, run_id, model, dataset, mode,
-                     base_claims_json, claims_json, pipeline_version, llm_calls)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                     base_claims_json, claims_json, pipeline_version, llm_calls, verifier_json,
+                     repair_json, error)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             )
             .bind(&job.key)
             .bind(&r.example_id)
@@ -217,32 +260,39 @@ impl Store for SqliteStore {
             .bind(to_json(&r.claims))
             .bind(&r.pipeline_version)
             .bind(r.llm_calls as i64)
+            .bind(r.verifier_json.as_deref())
+            .bind(r.repair_json.as_deref())
+            .bind(r.error.as_deref())
             .execute(&mut *tx)
             .await
             .map_err(StoreError::query("insert prediction"))?;
-            let m = &r.metrics;
-            sqlx::query(
-                "INSERT INTO example_metrics (job_key, example_id, run_id, model, dataset, mode,
-                     n_claims, jaccard_f1, semantic_f1, epr, avr, rr, verified, n_viol)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            )
-            .bind(&job.key)
-            .bind(&r.example_id)
-            .bind(&job.run_id)
-            .bind(&job.model)
-            .bind(&job.dataset)
-            .bind(job.mode.as_str())
-            .bind(m.n_claims as i64)
-            .bind(m.jaccard_f1)
-            .bind(m.semantic_f1)
-            .bind(m.epr)
-            .bind(m.avr)
-            .bind(m.rr)
-            .bind(m.verified)
-            .bind(m.n_viol.map(i64::from))
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::query("insert example metrics"))?;
+        }
+        // Metric rows in multi-row inserts, each value bound as it is (bit-exact).
+        let rows: Vec<(&str, &str, f64)> = results
+            .iter()
+            .flat_map(|r| {
+                r.metrics
+                    .values()
+                    .map(move |(metric, v)| (r.example_id.as_str(), metric, v))
+            })
+            .collect();
+        for chunk in rows.chunks(METRIC_ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO metric_values (job_key, example_id, metric, value) VALUES {}
+                 ON CONFLICT DO NOTHING",
+                vec!["(?, ?, ?, ?)"; chunk.len()].join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (example_id, metric, value) in chunk {
+                q = q
+                    .bind(&job.key)
+                    .bind(*example_id)
+                    .bind(*metric)
+                    .bind(*value);
+            }
+            q.execute(&mut *tx)
+                .await
+                .map_err(StoreError::query("insert metric values"))?;
         }
         let newly_done = sqlx::query(
             "UPDATE jobs SET state = 'done', error = NULL,
@@ -300,38 +350,87 @@ impl Store for SqliteStore {
             .map_err(StoreError::query("run spec"))
     }
 
-    async fn aggregate_config(&self, config: &ConfigRef) -> Result<(), StoreError> {
-        sqlx::query(&format!(
-            "INSERT INTO aggregates (run_id, model, dataset, mode, metric, n, mean)
-             SELECT ?1, ?2, ?3, ?4, metric, count(v), avg(v) FROM ({}) AS per_metric
-             GROUP BY metric HAVING count(v) > 0
-             ON CONFLICT (run_id, model, dataset, mode, metric)
-             DO UPDATE SET n = excluded.n, mean = excluded.mean",
-            super::metric_values_sql("verified", "?1", "?2", "?3", "?4")
-        ))
+    async fn config_values(&self, config: &ConfigRef) -> Result<ConfigValues, StoreError> {
+        let rows = sqlx::query_as(&views::config_values_sql("?1", "?2", "?3", "?4"))
+            .bind(&config.run_id)
+            .bind(&config.model)
+            .bind(&config.dataset)
+            .bind(config.mode.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("configuration values"))?;
+        Ok(super::rows::config_values(rows))
+    }
+
+    async fn config_finished(&self, config: &ConfigRef) -> Result<bool, StoreError> {
+        let (jobs, done): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), coalesce(sum(state = 'done'), 0) FROM jobs
+             WHERE run_id = ? AND model = ? AND dataset = ? AND mode = ?",
+        )
         .bind(&config.run_id)
         .bind(&config.model)
         .bind(&config.dataset)
         .bind(config.mode.as_str())
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await
-        .map_err(StoreError::query("aggregate configuration"))?;
-        Ok(())
+        .map_err(StoreError::query("configuration finished"))?;
+        Ok(jobs > 0 && jobs == done)
+    }
+
+    async fn run_statistics(&self, run_id: &str) -> Result<RunStatistics, StoreError> {
+        let (aggregates_sql, comparisons_sql) = views::run_statistics_sql("?1");
+        let aggregates = sqlx::query_as(&aggregates_sql)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("run aggregates"))?;
+        let comparisons = sqlx::query_as(&comparisons_sql)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("run comparisons"))?;
+        Ok(super::rows::run_statistics(aggregates, comparisons))
+    }
+
+    async fn write_aggregation(&self, aggregation: &Aggregation) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::query("begin aggregation"))?;
+        for (sql, values) in views::aggregation_statements(aggregation, |i| format!("?{i}")) {
+            let mut q = sqlx::query(&sql);
+            for v in values {
+                q = match v {
+                    SqlValue::Text(t) => q.bind(t),
+                    SqlValue::Int(i) => q.bind(i),
+                    SqlValue::Real(x) => q.bind(x),
+                };
+            }
+            q.execute(&mut *tx)
+                .await
+                .map_err(StoreError::query("write aggregation"))?;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::query("commit aggregation"))
     }
 
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
-        let rows = sqlx::query_as(
-            "SELECT model, dataset, mode, count(*), avg(n_claims), avg(jaccard_f1),
-                    avg(semantic_f1), avg(epr), avg(avr), avg(rr), avg(verified)
-             FROM example_metrics WHERE job_key IN (SELECT value FROM json_each(?))
-             GROUP BY model, dataset, mode",
-        )
-        .bind(to_json(&keys))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::query("summary"))?;
-        super::rows::summary(rows, jobs)
+        let keys = to_json(&keys);
+        let (means_sql, counts_sql) = views::summary_sql("SELECT value FROM json_each(?)");
+        let counts = sqlx::query_as(&counts_sql)
+            .bind(&keys)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("summary counts"))?;
+        let means = sqlx::query_as(&means_sql)
+            .bind(&keys)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("summary means"))?;
+        super::rows::summary(counts, means, jobs)
     }
 }
 
@@ -417,21 +516,83 @@ impl GenerationCache for SqliteStore {
         prompt: &str,
         params: &str,
         completion: &str,
+        usage: TokenUsage,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion)
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion,
+                 prompt_tokens, completion_tokens)
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         )
         .bind(model_fingerprint)
         .bind(sha256_hex(prompt))
         .bind(params)
         .bind(prompt)
         .bind(completion)
+        .bind(usage.prompt_tokens.map(i64::from))
+        .bind(usage.completion_tokens.map(i64::from))
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("insert generation"))?;
         Ok(())
     }
+
+    async fn lease_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        // One file, one machine: the local clock is every holder's clock.
+        let now = unix_millis();
+        let held: Option<String> = sqlx::query_scalar(
+            "INSERT INTO generation_leases (model_fingerprint, prompt_sha256, params, holder, expires_ms)
+             VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (model_fingerprint, prompt_sha256, params) DO UPDATE
+                 SET holder = excluded.holder, expires_ms = excluded.expires_ms
+                 WHERE generation_leases.expires_ms < ?
+             RETURNING holder",
+        )
+        .bind(model_fingerprint)
+        .bind(sha256_hex(prompt))
+        .bind(params)
+        .bind(holder)
+        .bind(now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::query("lease generation"))?;
+        Ok(held.as_deref() == Some(holder))
+    }
+
+    async fn release_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "DELETE FROM generation_leases
+             WHERE model_fingerprint = ? AND prompt_sha256 = ? AND params = ? AND holder = ?",
+        )
+        .bind(model_fingerprint)
+        .bind(sha256_hex(prompt))
+        .bind(params)
+        .bind(holder)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("release generation lease"))?;
+        Ok(())
+    }
+}
+
+/// Milliseconds since the Unix epoch by the local clock.
+fn unix_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -45,7 +45,8 @@ fn valid_sweep_is_typed_with_defaults() {
         s.bootstrap,
         BootstrapSettings {
             resamples: 10_000,
-            seed: 42
+            seed: 42,
+            ci: crate::stats::CiMethod::Percentile,
         }
     );
     assert_eq!(s.models[0].backend, ModelBackend::SentenceSplit);
@@ -172,4 +173,147 @@ fn malformed_sweeps_give_one_line_errors() {
 fn line_col_counts_characters() {
     assert_eq!(line_col("ab\ncé d", 7), (2, 4));
     assert_eq!(line_col("", 0), (1, 1));
+}
+
+#[test]
+fn comparisons_are_typed_and_checked_with_their_line() {
+    let with = |c: &str| format!("{GOOD}\n[[comparisons]]\n{c}\n");
+    let s = parse_str(&with(
+        r#"a = "smol/all"
+b = "split/base"
+dataset = "sample""#,
+    ))
+    .unwrap();
+    assert_eq!(
+        s.comparisons,
+        [ComparisonSpec {
+            a: ModelMode {
+                model: "smol".into(),
+                mode: Mode::All
+            },
+            b: ModelMode {
+                model: "split".into(),
+                mode: Mode::Base
+            },
+            dataset: "sample".into(),
+        }]
+    );
+    let line = GOOD.lines().count() + 3;
+    assert_eq!(
+        err(&with(
+            "a = \"smol/all\"\nb = \"nope/base\"\ndataset = \"sample\""
+        )),
+        format!(
+            "sweeps/x.toml:{}:5: unknown model \"nope\"; the sweep has split, smol",
+            line + 1
+        )
+    );
+    assert!(err(&with(
+        "a = \"smol\"\nb = \"split/base\"\ndataset = \"sample\""
+    ))
+    .contains("\"smol\" is not MODEL/MODE"));
+    assert!(err(&with(
+        "a = \"smol/all\"\nb = \"smol/all\"\ndataset = \"sample\""
+    ))
+    .contains("compared with itself"));
+    assert!(err(&with(
+        "a = \"smol/all\"\nb = \"split/base\"\ndataset = \"x\""
+    ))
+    .contains("unknown dataset \"x\""));
+    assert!(err(&with(
+        "a = \"smol/fix\"\nb = \"split/base\"\ndataset = \"sample\""
+    ))
+    .contains("unknown mode"));
+    assert!(err(&format!("{GOOD}\n[bootstrap]\nci = \"normal\"\n"))
+        .contains("expected percentile or bca"));
+}
+
+#[test]
+fn sweeps_recorded_before_comparisons_still_load() {
+    let mut json: serde_json::Value = serde_json::to_value(parse_str(GOOD).unwrap()).unwrap();
+    let obj = json.as_object_mut().unwrap();
+    obj.remove("comparisons");
+    obj["bootstrap"].as_object_mut().unwrap().remove("ci");
+    let old: SweepSpec = serde_json::from_value(json).unwrap();
+    assert!(old.comparisons.is_empty());
+    assert_eq!(old.bootstrap, BootstrapSettings::default());
+}
+
+#[test]
+fn presets_fill_an_endpoint_and_the_model_overrides_them() {
+    let gemini = GOOD.replace(
+        "backend = \"gguf\"\npath = \"models/smol.gguf\"\n",
+        "preset = \"gemini-2.5-flash\"\n",
+    );
+    let s = parse_str(&gemini).unwrap();
+    assert_eq!(
+        s.models[1].backend,
+        ModelBackend::Openai {
+            base_url: "https://generativelanguage.googleapis.com/v1beta/openai".into(),
+            api_model: "gemini-2.5-flash".into(),
+            api_key_env: Some("GEMINI_API_KEY".into()),
+            request_timeout_s: None,
+            max_concurrency: Some(64),
+        }
+    );
+    let vllm = GOOD.replace(
+        "backend = \"gguf\"\npath = \"models/smol.gguf\"\n",
+        "preset = \"openai\"\nbase_url = \"http://gpu-1:8000/v1\"\napi_model = \"Qwen/Qwen3-8B\"\n\
+         max_concurrency = 32\nrequest_timeout_s = 60\nprompt = \"factscore\"\n",
+    );
+    let s = parse_str(&vllm).unwrap();
+    assert_eq!(
+        s.models[1].backend,
+        ModelBackend::Openai {
+            base_url: "http://gpu-1:8000/v1".into(),
+            api_model: "Qwen/Qwen3-8B".into(),
+            api_key_env: None,
+            request_timeout_s: Some(60),
+            max_concurrency: Some(32),
+        }
+    );
+    assert_eq!(s.models[1].prompt, PromptKind::Factscore);
+    // A recorded sweep from before these fields still loads.
+    let old = r#"{"backend":"openai","base_url":"http://h/v1","api_model":"m","api_key_env":null}"#;
+    let b: ModelBackend = serde_json::from_str(old).unwrap();
+    assert!(matches!(
+        b,
+        ModelBackend::Openai {
+            max_concurrency: None,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn endpoint_mistakes_name_their_place() {
+    let base = "backend = \"gguf\"\npath = \"models/smol.gguf\"\n";
+    for (replacement, want) in [
+        (
+            "preset = \"gpt-9\"\n",
+            r#"sweeps/x.toml:18:10: unknown preset "gpt-9"; expected one of gemini-2.5-flash, openai"#,
+        ),
+        (
+            "preset = \"openai\"\n",
+            r#"sweeps/x.toml:18:10: backend "openai" of model "smol" needs field "api_model""#,
+        ),
+        (
+            "backend = \"gguf\"\npreset = \"openai\"\npath = \"m.gguf\"\n",
+            r#"sweeps/x.toml:19:10: preset "openai" is an OpenAI-compatible endpoint; it does not apply to backend "gguf""#,
+        ),
+        (
+            "preset = \"openai\"\napi_model = \"m\"\nbase_url = \"gpu-1:8000\"\n",
+            r#"sweeps/x.toml:20:12: base_url "gpu-1:8000" must start with http:// or https://"#,
+        ),
+        (
+            "preset = \"openai\"\napi_model = \"m\"\nmax_concurrency = 0\n",
+            "sweeps/x.toml:20:19: max_concurrency must be between 1 and 4096, got 0",
+        ),
+        (
+            "backend = \"gguf\"\npath = \"m.gguf\"\nmax_concurrency = 8\n",
+            r#"sweeps/x.toml:20:19: field "max_concurrency" only applies to backend "openai", not "gguf""#,
+        ),
+    ] {
+        assert_eq!(err(&GOOD.replace(base, replacement)), want, "{replacement}");
+    }
 }

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod skip;
+
 use std::process::Command;
 
 /// Admin URL of the local PostgreSQL (a database that exists).
@@ -42,10 +44,7 @@ pub fn servers_available(test: &str) -> bool {
         if pg { "up" } else { "down" },
         if mq { "up" } else { "down" }
     );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{missing}");
-    }
-    eprintln!("skipping {missing}");
+    skip::skip::<()>(&missing);
     false
 }
 

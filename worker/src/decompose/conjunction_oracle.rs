@@ -10,7 +10,7 @@
 //! the `-ed` past form of lower-case words.
 
 use super::sentence_split::split_sentences;
-use super::{as_claim, DecomposeError, Decomposer, Decomposition};
+use super::{as_claim, DecomposeContext, DecomposeError, Decomposer, Decomposition};
 use async_trait::async_trait;
 
 const AUXILIARIES: &[&str] = &[
@@ -369,10 +369,14 @@ impl Decomposer for ConjunctionOracle {
         Self::FINGERPRINT
     }
 
-    async fn decompose(&self, sentence: &str) -> Result<Decomposition, DecomposeError> {
+    async fn decompose(
+        &self,
+        sentence: &str,
+        _context: &DecomposeContext<'_>,
+    ) -> Result<Decomposition, DecomposeError> {
         Ok(Decomposition {
             claims: self.split(sentence),
-            llm_calls: 0,
+            ..Decomposition::default()
         })
     }
 }

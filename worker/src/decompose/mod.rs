@@ -1,15 +1,26 @@
 //! Decomposers: turn a sentence into a list of atomic claims. [`Decomposer`] is the one
 //! interface; the baselines that need no model live here ([`sentence_split`],
-//! [`conjunction_oracle`]); LLM backends implement the same trait.
+//! [`conjunction_oracle`]), and [`LlmDecomposer`] puts a prompt and its parser on any
+//! backend of the generation seam ([`crate::llm`]).
 
 pub mod conjunction_oracle;
+mod llm;
 pub mod sentence_split;
 
+use crate::llm::openai::{OpenAiBackend, OpenAiSettings};
+use crate::llm::retry::RetryPolicy;
+use crate::llm::{GenerateError, GenerateOnce};
 use async_trait::async_trait;
+use credence_shared::cache::{GenerationCache, NoCache};
+use credence_shared::observe::{JobObserver, NoObserver};
+use credence_shared::store::StoreError;
 use credence_shared::sweep::{ModelBackend, ModelSpec};
 use credence_shared::Claim;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub use conjunction_oracle::ConjunctionOracle;
+pub use llm::LlmDecomposer;
 pub use sentence_split::SentenceSplit;
 
 /// A decomposition that could not be produced.
@@ -34,47 +45,175 @@ pub enum DecomposeError {
         reason: String,
     },
     /// Generation failed.
-    #[error("model {model}: {message}")]
+    #[error("model {model}: {source}")]
     Generate {
         /// Model name.
         model: String,
-        /// What went wrong.
-        message: String,
+        /// The backend's error.
+        source: GenerateError,
     },
+    /// The generation cache failed.
+    #[error("generation cache: {0}")]
+    Cache(#[from] StoreError),
+}
+
+impl DecomposeError {
+    /// Whether the failure belongs to the example and is recorded as its error (see
+    /// [`GenerateError::is_example_error`]) rather than failing the job.
+    pub fn is_example_error(&self) -> bool {
+        matches!(self, DecomposeError::Generate { source, .. } if source.is_example_error())
+    }
+
+    /// Whether the job should be retried in place because the store is unreachable. An
+    /// endpoint that stays down after every retry is not: its job fails, is delivered
+    /// again later, and is dead-lettered with the reason if it keeps failing.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DecomposeError::Cache(e) if e.is_transient())
+    }
 }
 
 /// The claims of one sentence and what they cost.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decomposition {
     /// The claims, in order.
     pub claims: Vec<Claim>,
-    /// LLM calls spent (0 for the baselines).
+    /// LLM calls spent (0 for the baselines; 1 for an LLM, whether or not the answer
+    /// came from the generation cache: the call belongs to the example, not the process).
     pub llm_calls: u32,
+    /// The LLM's raw answer (none for the baselines).
+    pub completion: Option<String>,
+    /// Whether the answer held no claim the prompt's parser could read (none for the
+    /// baselines).
+    pub parse_failed: Option<bool>,
+}
+
+/// What a decomposition may use besides the sentence: the generation cache (the
+/// store's, in a sweep) and where to report model calls.
+#[derive(Clone, Copy)]
+pub struct DecomposeContext<'a> {
+    /// Where generations are cached and leased.
+    pub cache: &'a dyn GenerationCache,
+    /// Where model calls and cache lookups are reported.
+    pub observer: &'a dyn JobObserver,
+    /// The model's name in the sweep (the observer's label).
+    pub model: &'a str,
+}
+
+impl DecomposeContext<'static> {
+    /// No cache and no observer: every call generates (`credence decompose`, benches).
+    pub fn standalone() -> Self {
+        DecomposeContext {
+            cache: &NoCache,
+            observer: &NoObserver,
+            model: "",
+        }
+    }
+}
+
+/// A decomposer's model, as the self-repair tier calls it: through the same generation
+/// cache and lease, with the same generation limit.
+#[derive(Clone, Copy)]
+pub struct LlmHandle<'a> {
+    /// The generator behind the cache.
+    pub once: &'a GenerateOnce,
+    /// Generation limit.
+    pub max_new_tokens: u32,
 }
 
 /// Something that decomposes a sentence into atomic claims.
 #[async_trait]
 pub trait Decomposer: Send + Sync {
-    /// Fingerprint of the weights and settings: part of every job key and cache key.
+    /// Fingerprint of the weights, prompt and settings: part of every job key.
     fn fingerprint(&self) -> &str;
 
+    /// How many sentences a caller should decompose at once (an endpoint keeps many
+    /// requests in flight; a baseline gains nothing from more than one).
+    fn max_in_flight(&self) -> usize {
+        1
+    }
+
+    /// The LLM behind this decomposer, for the self-repair tier; `None` for the
+    /// baselines, which have no model to ask.
+    fn llm(&self) -> Option<LlmHandle<'_>> {
+        None
+    }
+
     /// Decomposes one sentence.
-    async fn decompose(&self, sentence: &str) -> Result<Decomposition, DecomposeError>;
+    async fn decompose(
+        &self,
+        sentence: &str,
+        context: &DecomposeContext<'_>,
+    ) -> Result<Decomposition, DecomposeError>;
 }
 
-/// Builds the decomposer a sweep's model names.
+/// Request timeout of an endpoint when the sweep gives none.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The fingerprint of the decomposer a sweep's model names, without loading it or
+/// contacting its endpoint (and without its API key): what planning and `sweep launch`
+/// put into job keys. Equal to [`Decomposer::fingerprint`] of the loaded decomposer.
+pub fn fingerprint(spec: &ModelSpec) -> Result<String, DecomposeError> {
+    match &spec.backend {
+        ModelBackend::SentenceSplit => Ok(SentenceSplit::FINGERPRINT.to_string()),
+        ModelBackend::ConjunctionOracle => Ok(ConjunctionOracle::FINGERPRINT.to_string()),
+        ModelBackend::Openai {
+            base_url,
+            api_model,
+            ..
+        } => Ok(LlmDecomposer::fingerprint_of(
+            &crate::llm::openai::fingerprint(base_url, api_model, spec.max_new_tokens),
+            spec.prompt,
+        )),
+        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => Err(unsupported(spec)),
+    }
+}
+
+/// Builds the decomposer a sweep's model names. Nothing is sent to an endpoint and no
+/// weights are read beyond what the fingerprint needs.
 pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
     match &spec.backend {
         ModelBackend::SentenceSplit => Ok(Box::new(SentenceSplit::new())),
         ModelBackend::ConjunctionOracle => Ok(Box::new(ConjunctionOracle::new())),
-        other @ (ModelBackend::Gguf { .. }
-        | ModelBackend::Safetensors { .. }
-        | ModelBackend::Openai { .. }) => Err(DecomposeError::Unsupported {
-            model: spec.name.clone(),
-            backend: other.name(),
-            reason: "LLM decomposers are not built yet; use sentence-split or conjunction-oracle"
-                .into(),
-        }),
+        ModelBackend::Openai {
+            base_url,
+            api_model,
+            api_key_env,
+            request_timeout_s,
+            max_concurrency,
+        } => {
+            let settings = OpenAiSettings {
+                base_url: base_url.clone(),
+                api_model: api_model.clone(),
+                api_key_env: api_key_env.clone(),
+                max_new_tokens: spec.max_new_tokens,
+                request_timeout: request_timeout_s.map_or(DEFAULT_REQUEST_TIMEOUT, |s| {
+                    Duration::from_secs(u64::from(s))
+                }),
+                max_concurrency: max_concurrency.map_or(256, |n| n as usize),
+                retry: RetryPolicy::default(),
+            };
+            let backend = OpenAiBackend::new(&settings).map_err(|e| DecomposeError::Load {
+                model: spec.name.clone(),
+                message: e.to_string(),
+            })?;
+            Ok(Box::new(LlmDecomposer::new(
+                Arc::new(backend),
+                spec.prompt,
+                spec.max_new_tokens,
+            )))
+        }
+        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => Err(unsupported(spec)),
+    }
+}
+
+/// The refusal of a backend this build cannot run yet.
+fn unsupported(spec: &ModelSpec) -> DecomposeError {
+    DecomposeError::Unsupported {
+        model: spec.name.clone(),
+        backend: spec.backend.name(),
+        reason: "local LLM backends are not built yet; serve the model with an \
+                 OpenAI-compatible server (vLLM, llama.cpp) and use backend \"openai\""
+            .into(),
     }
 }
 

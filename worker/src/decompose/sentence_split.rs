@@ -3,7 +3,7 @@
 //! (terminal punctuation followed by space and a capital, digit or quote, with
 //! abbreviations and initials kept whole).
 
-use super::{as_claim, DecomposeError, Decomposer, Decomposition};
+use super::{as_claim, DecomposeContext, DecomposeError, Decomposer, Decomposition};
 use async_trait::async_trait;
 pub use credence_shared::sentences::split_sentences;
 
@@ -27,13 +27,17 @@ impl Decomposer for SentenceSplit {
         Self::FINGERPRINT
     }
 
-    async fn decompose(&self, sentence: &str) -> Result<Decomposition, DecomposeError> {
+    async fn decompose(
+        &self,
+        sentence: &str,
+        _context: &DecomposeContext<'_>,
+    ) -> Result<Decomposition, DecomposeError> {
         Ok(Decomposition {
             claims: split_sentences(sentence)
                 .into_iter()
                 .filter_map(as_claim)
                 .collect(),
-            llm_calls: 0,
+            ..Decomposition::default()
         })
     }
 }

@@ -38,6 +38,31 @@ pub use tokenizer::{RawToken, Tokenizer};
 
 use std::path::PathBuf;
 
+/// Name of the pipeline folder under `models/`.
+pub const PIPELINE_NAME: &str = "en_core_web_sm";
+
+/// Fingerprint of the parser, known without loading it: the port's outputs are a function
+/// of the model files, whose sha256 [`Nlp::load`] checks against [`MODEL_FILES`], so the
+/// fingerprint hashes that table (and the port's recipe, bumped when its output changes).
+pub fn fingerprint() -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"credence-nlp-1\0");
+    for (name, sha) in MODEL_FILES {
+        h.update(name.as_bytes());
+        h.update(b"\0");
+        h.update(sha.as_bytes());
+        h.update(b"\0");
+    }
+    format!("{PIPELINE_NAME}-3.8.0-{}", &hex::encode(h.finalize())[..16])
+}
+
+/// Loads the parser a sweep's `[nlp]` names: its `path`, else `models/en_core_web_sm`
+/// found like an encoder's folder ([`crate::embed::locate`]).
+pub fn load_for(spec: &credence_shared::sweep::NlpSpec) -> Result<Nlp, NlpError> {
+    Nlp::load(crate::embed::locate(PIPELINE_NAME, spec.path.as_deref()))
+}
+
 /// Why a pipeline folder cannot be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum NlpError {

@@ -2,7 +2,7 @@
 //! fingerprint and content hash, first write wins.
 
 use super::{sha256_hex, PgStore};
-use crate::cache::{EmbeddingCache, GenerationCache};
+use crate::cache::{EmbeddingCache, GenerationCache, TokenUsage};
 use crate::store::StoreError;
 use async_trait::async_trait;
 use sqlx::Row;
@@ -89,19 +89,72 @@ impl GenerationCache for PgStore {
         prompt: &str,
         params: &str,
         completion: &str,
+        usage: TokenUsage,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion)
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion,
+                 prompt_tokens, completion_tokens)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
         )
         .bind(model_fingerprint)
         .bind(sha256_hex(prompt))
         .bind(params)
         .bind(prompt)
         .bind(completion)
+        .bind(usage.prompt_tokens.map(i64::from))
+        .bind(usage.completion_tokens.map(i64::from))
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("insert generation"))?;
+        Ok(())
+    }
+
+    async fn lease_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        // Expiry by the database's clock, the one clock every worker shares.
+        let held: Option<String> = sqlx::query_scalar(
+            "INSERT INTO generation_leases (model_fingerprint, prompt_sha256, params, holder, expires_at)
+             VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+             ON CONFLICT (model_fingerprint, prompt_sha256, params) DO UPDATE
+                 SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+                 WHERE generation_leases.expires_at < now()
+             RETURNING holder",
+        )
+        .bind(model_fingerprint)
+        .bind(sha256_hex(prompt))
+        .bind(params)
+        .bind(holder)
+        .bind(ttl.as_secs_f64())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::query("lease generation"))?;
+        Ok(held.as_deref() == Some(holder))
+    }
+
+    async fn release_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "DELETE FROM generation_leases
+             WHERE model_fingerprint = $1 AND prompt_sha256 = $2 AND params = $3 AND holder = $4",
+        )
+        .bind(model_fingerprint)
+        .bind(sha256_hex(prompt))
+        .bind(params)
+        .bind(holder)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("release generation lease"))?;
         Ok(())
     }
 }

@@ -1,7 +1,23 @@
 use super::*;
+use crate::cache::TokenUsage;
 use crate::dataset::LoadedDataset;
 use crate::domain::{ExampleMetrics, Mode};
 use crate::job::{plan, PlannedDataset, PlannedModel};
+
+/// A recorded sweep for the aggregation: model m, dataset d, modes base and repair.
+fn spec_json() -> String {
+    let toml = "[sweep]\nname = \"run\"\nmodes = [\"base\", \"repair\"]\n\
+                [bootstrap]\nresamples = 200\n\
+                [[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n\
+                [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n";
+    let spec = crate::sweep::parse(
+        toml,
+        std::path::Path::new("t.toml"),
+        std::path::Path::new("."),
+    )
+    .expect("the test sweep is valid");
+    serde_json::to_string(&spec).expect("a sweep serialises")
+}
 
 fn dataset() -> LoadedDataset {
     LoadedDataset {
@@ -44,9 +60,12 @@ fn results(job: &Job, examples: &[Example], f1: f64) -> Vec<ExampleResult> {
                 "none".into()
             },
             llm_calls: 0,
+            verifier_json: None,
+            repair_json: None,
+            error: None,
             metrics: ExampleMetrics {
-                n_claims: 1,
-                jaccard_f1: f1,
+                n_claims: Some(1),
+                jaccard_f1: Some(f1),
                 ..Default::default()
             },
         })
@@ -69,7 +88,7 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
     let jobs = jobs();
     let run = RunRecord {
         run_id: "run".into(),
-        spec_json: "{}".into(),
+        spec_json: spec_json(),
     };
     let planned = [PlannedDatasetRecord { id: "d", data: &ds }];
     store.record_plan(&run, &planned, &jobs).await.unwrap();
@@ -81,7 +100,7 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
         let ex = store.shard_examples(job).await.unwrap();
         assert_eq!(ex.len() as u32, job.len);
         assert_eq!(ex[0], ds.examples[job.start as usize]);
-        assert!(store.mark_running(job, "w1").await.unwrap());
+        assert!(store.mark_running(job, "w1", Attempt::New).await.unwrap());
         let f1 = if job.mode == Mode::Base { 0.5 } else { 1.0 };
         let commit = store
             .record_results(job, &results(job, &ex, f1))
@@ -96,16 +115,24 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
             .await
             .unwrap();
         assert_eq!(again, JobCommit::default());
-        assert!(!store.mark_running(job, "w2").await.unwrap());
+        assert!(!store.mark_running(job, "w2", Attempt::New).await.unwrap());
     }
-    store
-        .aggregate_config(&ConfigRef::of(&jobs[0]))
+    let config = ConfigRef::of(&jobs[0]);
+    let first = crate::aggregation::aggregate_config(&store, &config)
         .await
         .unwrap();
-    store
-        .aggregate_config(&ConfigRef::of(&jobs[0]))
+    let again = crate::aggregation::aggregate_config(&store, &config)
         .await
         .unwrap();
+    assert_eq!(first, again);
+    // Repair finished before base was aggregated: base's aggregation writes the pair.
+    let cmp: Vec<(String, String, i64, f64, f64)> = sqlx::query_as(
+        "SELECT a_mode, b_mode, n, delta, p_value FROM comparisons WHERE metric = 'jaccard_f1'",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(cmp, [("repair".into(), "base".into(), 5, 0.5, 0.0)]);
     let means: Vec<(String, i64, f64)> = sqlx::query_as(
         "SELECT metric, n, mean FROM aggregates WHERE mode = 'base' ORDER BY metric",
     )
@@ -123,14 +150,23 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
     let summary = store.summary(&jobs).await.unwrap();
     assert_eq!(summary.len(), 2);
     assert_eq!(
-        (summary[0].mode, summary[0].n, summary[0].jaccard_f1),
-        (Mode::Base, 5, 0.5)
+        (summary[0].mode, summary[0].n, summary[0].mean("jaccard_f1")),
+        (Mode::Base, 5, Some(0.5))
     );
     assert_eq!(
-        (summary[1].mode, summary[1].jaccard_f1),
-        (Mode::Repair, 1.0)
+        (summary[1].mode, summary[1].mean("jaccard_f1")),
+        (Mode::Repair, Some(1.0))
     );
-    assert_eq!(summary[0].semantic_f1, None);
+    assert_eq!(summary[0].mean("semantic_f1"), None);
+    // The wide view: one column per metric, NULL where the metric was not computed.
+    let (n_claims, jaccard, semantic): (i64, f64, Option<f64>) = sqlx::query_as(
+        "SELECT n_claims, jaccard_f1, semantic_f1 FROM example_metrics
+         WHERE mode = 'base' ORDER BY example_id LIMIT 1",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!((n_claims, jaccard, semantic), (1, 0.5, None));
 
     let view: i64 = sqlx::query("SELECT count(*) FROM results WHERE pipeline_version = 'none'")
         .fetch_one(store.pool())
@@ -148,7 +184,7 @@ async fn failed_jobs_stay_unfinished_and_done_is_final() {
     let jobs = jobs();
     let run = RunRecord {
         run_id: "run".into(),
-        spec_json: "{}".into(),
+        spec_json: spec_json(),
     };
     store
         .record_plan(&run, &[PlannedDatasetRecord { id: "d", data: &ds }], &jobs)
@@ -194,7 +230,7 @@ async fn caches_round_trip() {
 
     assert_eq!(store.generation("m", "p", "greedy").await.unwrap(), None);
     store
-        .put_generation("m", "p", "greedy", "A.\nB.")
+        .put_generation("m", "p", "greedy", "A.\nB.", TokenUsage::default())
         .await
         .unwrap();
     assert_eq!(
@@ -206,4 +242,134 @@ async fn caches_round_trip() {
         Some("A.\nB.")
     );
     assert_eq!(store.generation("m", "p", "t=0.7").await.unwrap(), None);
+
+    let ttl = std::time::Duration::from_secs(60);
+    assert!(store
+        .lease_generation("m", "q", "greedy", "w1", ttl)
+        .await
+        .unwrap());
+    assert!(!store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
+    store
+        .release_generation("m", "q", "greedy", "w2")
+        .await
+        .unwrap();
+    assert!(!store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
+    store
+        .release_generation("m", "q", "greedy", "w1")
+        .await
+        .unwrap();
+    assert!(store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
+    let short = std::time::Duration::from_millis(20);
+    assert!(store
+        .lease_generation("m", "r", "greedy", "w1", short)
+        .await
+        .unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    assert!(store
+        .lease_generation("m", "r", "greedy", "w3", ttl)
+        .await
+        .unwrap());
+}
+
+/// A store written before metrics moved to long form keeps its values: migration 0002
+/// moves every non-NULL column of the old `example_metrics` into `metric_values`, and the
+/// generated view gives them back under the metric list's names.
+#[tokio::test]
+async fn migration_0002_keeps_the_old_metric_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    sqlx::raw_sql(include_str!("../../../../migrations/sqlite/0001_init.sql"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO runs (run_id, spec_json) VALUES ('r', '{}');
+         INSERT INTO examples VALUES ('h', 0, 'e0', 'A and B.', '[\"A.\",\"B.\"]', '{}');
+         INSERT INTO jobs (job_key, run_id, model, model_fingerprint, dataset, dataset_hash,
+                           mode, shard, start, len, config_version, state)
+         VALUES ('k', 'r', 'm', 'f', 'd', 'h', 'base', 0, 0, 1, 'c', 'done');
+         INSERT INTO predictions VALUES ('k', 'e0', 'r', 'm', 'd', 'base', '[]', '[\"A and B.\"]', 'base', 0);
+         INSERT INTO example_metrics VALUES ('k', 'e0', 'r', 'm', 'd', 'base', 1, 0.5, NULL, 1.0, 1.0, NULL, 0, 2);",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::raw_sql(include_str!(
+        "../../../../migrations/sqlite/0002_metric_values.sql"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let moved: Vec<(String, f64)> =
+        sqlx::query_as("SELECT metric, value FROM metric_values ORDER BY metric")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let expected = [
+        ("avr", 1.0),
+        ("epr", 1.0),
+        ("jaccard_f1", 0.5),
+        ("n_claims", 1.0),
+        ("n_viol", 2.0),
+        ("verify_ok", 0.0),
+    ];
+    assert_eq!(moved, expected.map(|(m, v)| (m.to_string(), v)).to_vec());
+    for (metric, _) in &moved {
+        assert!(
+            ExampleMetrics::DEFS.iter().any(|d| d.name == metric),
+            "{metric} is not in the metric list"
+        );
+    }
+}
+
+#[tokio::test]
+async fn only_a_new_attempt_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let ds = dataset();
+    let jobs = jobs();
+    let run = RunRecord {
+        run_id: "run".into(),
+        spec_json: "{}".into(),
+    };
+    let planned = [PlannedDatasetRecord { id: "d", data: &ds }];
+    store.record_plan(&run, &planned, &jobs).await.unwrap();
+    let attempts = || async {
+        sqlx::query("SELECT attempts FROM jobs WHERE job_key = ?")
+            .bind(&jobs[0].key)
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+            .get::<i64, _>(0)
+    };
+    assert!(store
+        .mark_running(&jobs[0], "w1", Attempt::New)
+        .await
+        .unwrap());
+    // Retries in place of the same delivery (the store was unreachable).
+    for _ in 0..3 {
+        assert!(store
+            .mark_running(&jobs[0], "w1", Attempt::SameDelivery)
+            .await
+            .unwrap());
+    }
+    assert_eq!(attempts().await, 1);
+    // A redelivery is a new attempt.
+    assert!(store
+        .mark_running(&jobs[0], "w2", Attempt::New)
+        .await
+        .unwrap());
+    assert_eq!(attempts().await, 2);
 }

@@ -1,5 +1,9 @@
 //! Domain types of the CREDENCE experiments: examples, claims, modes, per-example results.
 
+mod metrics;
+
+pub use metrics::{ExampleMetrics, MetricDef, MetricKind, Per, UnknownMetric};
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -71,28 +75,6 @@ impl FromStr for Mode {
     }
 }
 
-/// Per-example metrics. A metric is `None` when the sweep lacks the model it needs
-/// (e.g. Semantic-F1 without an encoder), never a made-up value.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExampleMetrics {
-    /// Number of final claims.
-    pub n_claims: u32,
-    /// Greedy soft-F1 with sim = max(Jaccard, difflib ratio).
-    pub jaccard_f1: f64,
-    /// Average-max Semantic-F1 over sentence embeddings.
-    pub semantic_f1: Option<f64>,
-    /// Entity preservation rate.
-    pub epr: Option<f64>,
-    /// Atomicity violation rate: share of claims failing the atomicity predicate.
-    pub avr: Option<f64>,
-    /// Redundancy rate: dup_count / |C|.
-    pub rr: Option<f64>,
-    /// Whether the claims pass all three verifier checks.
-    pub verified: Option<bool>,
-    /// Number of compound-boundary nodes over all claims.
-    pub n_viol: Option<u32>,
-}
-
 /// What a job produced for one example in one mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExampleResult {
@@ -107,6 +89,17 @@ pub struct ExampleResult {
     pub pipeline_version: String,
     /// Number of decomposer / LLM calls spent on this example in this mode.
     pub llm_calls: u32,
+    /// The verifier's report on `claims` as JSON (atomicity boundaries, entities kept and
+    /// missing, duplicate pairs and each claim's highest cosine to a later claim,
+    /// self-containment flags, modality), when the sweep verifies; deterministic.
+    pub verifier_json: Option<String>,
+    /// What the repair tiers did to the base claims in this mode (JSON: the rule tier's
+    /// split, pronoun, inject and dedup steps with claim indices), for repair modes.
+    pub repair_json: Option<String>,
+    /// Why the example could not be decomposed (an unusable answer after every retry,
+    /// or a request the server refused for its content); its claims are then empty and
+    /// its metrics those of an empty list. `None` for every example that decomposed.
+    pub error: Option<String>,
     /// The example's metrics.
     pub metrics: ExampleMetrics,
 }

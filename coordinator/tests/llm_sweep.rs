@@ -1,0 +1,283 @@
+//! Sweeps with an LLM decomposer behind a local OpenAI-compatible server (real HTTP):
+//! four workers of the distributed engine running all four modes at once make exactly
+//! one base generation per example, and a second run makes none; the embedded engine
+//! keeps many requests in flight against a slow server.
+
+#[path = "distributed/support.rs"]
+mod support;
+
+#[path = "../../worker/tests/support/llm_server.rs"]
+mod llm_server;
+
+use llm_server::{LlmServer, Reply};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::Cluster;
+
+/// A runtime that keeps serving the test server while the test thread runs processes.
+fn server_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// `n` distinct compound sentences, as a dataset file; their texts.
+fn write_dataset(dir: &Path, name: &str, n: usize) -> (PathBuf, Vec<String>) {
+    let mut data = String::new();
+    let mut texts = Vec::new();
+    for i in 0..n {
+        let text = format!(
+            "Station {i} reported heavy rain on Monday and the river rose by {i} centimetres."
+        );
+        let ex = serde_json::json!({
+            "id": format!("e{i:04}"),
+            "text": text,
+            "references": [format!("Station {i} reported heavy rain on Monday."),
+                           format!("The river rose by {i} centimetres.")],
+        });
+        data.push_str(&ex.to_string());
+        data.push('\n');
+        texts.push(text);
+    }
+    let path = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&path, data).expect("dataset");
+    (path, texts)
+}
+
+fn write_sweep(
+    dir: &Path,
+    name: &str,
+    base_url: &str,
+    dataset: &Path,
+    modes: &str,
+    shard: u32,
+) -> PathBuf {
+    let sweep = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &sweep,
+        format!(
+            "[sweep]\nname = \"{name}\"\nmodes = [{modes}]\nshard_size = {shard}\n\n\
+             [[models]]\nname = \"llm\"\npreset = \"openai\"\nbase_url = \"{base_url}\"\n\
+             api_model = \"test-model\"\nmax_new_tokens = 256\n\n\
+             [[datasets]]\nid = \"rain\"\npath = \"{}\"\n",
+            dataset.display()
+        ),
+    )
+    .expect("sweep");
+    sweep
+}
+
+#[test]
+fn four_workers_in_four_modes_make_one_base_generation_per_example() {
+    let Some(mut c) = Cluster::new("llm exactly once", false) else {
+        return;
+    };
+    let rt = server_runtime();
+    // A little latency, so that the four mode jobs of a shard overlap on the workers.
+    let server = rt.block_on(LlmServer::start(Duration::from_millis(30), |_, _| {
+        Reply::Decompose
+    }));
+    let n = 48;
+    let (dataset, texts) = write_dataset(c.dir.path(), "rain", n);
+    let all_modes = "\"base\", \"repair\", \"self_repair\", \"all\"";
+    let sweep = write_sweep(
+        c.dir.path(),
+        "llm1",
+        &server.base_url(),
+        &dataset,
+        all_modes,
+        4,
+    );
+    c.models = vec!["llm".into()];
+    c.ok(&["sweep", "launch", &sweep.display().to_string()]);
+    for _ in 0..4 {
+        c.spawn_worker(&[]);
+    }
+    c.wait_settled("llm1", Duration::from_secs(180));
+    assert_eq!(c.done_jobs("llm1"), (n as i64 / 4) * 4);
+    let per_prompt = server.per_prompt();
+    for t in &texts {
+        assert_eq!(
+            per_prompt.get(t),
+            Some(&1),
+            "one base generation of {t:?} for its four modes"
+        );
+    }
+    assert_eq!(server.requests(), n, "no other model call");
+    // The claims are the model's, parsed, in every mode's rows.
+    assert_eq!(
+        c.sql_i64(
+            "SELECT count(*) FROM results WHERE run_id = 'llm1' AND jsonb_array_length(claims) = 2 \
+             AND error IS NULL"
+        ),
+        (n * 4) as i64
+    );
+    assert_eq!(
+        c.sql_i64("SELECT count(*) FROM generation_cache WHERE completion_tokens IS NOT NULL"),
+        n as i64
+    );
+    assert_eq!(c.sql_i64("SELECT count(*) FROM generation_leases"), 0);
+
+    // Launching the finished sweep again makes no call; nor does a new run of the same
+    // model on the same examples (its jobs are new, its generations are cached).
+    c.ok(&["sweep", "launch", &sweep.display().to_string()]);
+    let again = write_sweep(
+        c.dir.path(),
+        "llm2",
+        &server.base_url(),
+        &dataset,
+        all_modes,
+        4,
+    );
+    c.ok(&["sweep", "launch", &again.display().to_string()]);
+    c.wait_settled("llm2", Duration::from_secs(180));
+    assert_eq!(c.done_jobs("llm2"), (n as i64 / 4) * 4);
+    assert_eq!(server.requests(), n, "a second run makes no model call");
+    drop(server);
+}
+
+#[test]
+fn the_embedded_engine_keeps_many_requests_in_flight() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let rt = server_runtime();
+    let server = rt.block_on(LlmServer::start(Duration::from_millis(200), |_, _| {
+        Reply::Decompose
+    }));
+    let n = 1000;
+    let (dataset, _) = write_dataset(dir.path(), "rain", n);
+    let sweep = write_sweep(
+        dir.path(),
+        "fast",
+        &server.base_url(),
+        &dataset,
+        "\"base\"",
+        100,
+    );
+    let db = dir.path().join("fast.db");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .arg("run")
+        .arg(&sweep)
+        .arg("--db")
+        .arg(&db)
+        .arg("--quiet")
+        .output()
+        .expect("running credence run");
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(server.requests(), n);
+    println!(
+        "embedded sweep, {n} examples, 200 ms per answer: {:.1} examples/s, peak {} requests in flight",
+        n as f64 / seconds,
+        server.peak_in_flight()
+    );
+    assert!(
+        server.peak_in_flight() >= 20,
+        "peak in flight {}",
+        server.peak_in_flight()
+    );
+    drop(server);
+}
+
+#[test]
+fn decompose_prints_the_completion_and_the_claims() {
+    let rt = server_runtime();
+    let server = rt.block_on(LlmServer::start(Duration::ZERO, |_, user| {
+        if user.contains("Please breakdown") {
+            Reply::Answer("- The bridge collapsed.\n- The road was closed".into())
+        } else {
+            Reply::Answer(
+                "Here are the claims:\n1. The bridge collapsed.\n2. The road was closed.".into(),
+            )
+        }
+    }));
+    let decompose = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_credence"))
+            .args(["decompose", "The bridge collapsed and the road was closed."])
+            .args(["--model", "openai", "--base-url", &server.base_url()])
+            .args(["--api-model", "test-model"])
+            .args(extra)
+            .output()
+            .expect("running credence decompose")
+    };
+    let out = decompose(&["--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON out");
+    assert_eq!(
+        json["claims"],
+        serde_json::json!(["The bridge collapsed.", "The road was closed."])
+    );
+    assert!(json["completion"]
+        .as_str()
+        .unwrap()
+        .starts_with("Here are the claims:"));
+    assert_eq!(json["parse_failed"], false);
+
+    let out = decompose(&["--prompt", "factscore"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("  2. The road was closed."), "{text}");
+    let bodies = server.state.bodies.lock().unwrap().clone();
+    let last = &bodies[bodies.len() - 1]["messages"];
+    assert_eq!(
+        last.as_array().unwrap().len(),
+        1,
+        "FActScore: one user message"
+    );
+
+    // The whole pipeline on the sentence: the model's answer is one compound claim, the
+    // rule tier splits it, the LLM tier is not needed.
+    let server2 = rt.block_on(LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Answer("The bridge collapsed and the road was closed.".into())
+    }));
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .args(["decompose", "The bridge collapsed and the road was closed."])
+        .args(["--model", "openai", "--base-url", &server2.base_url()])
+        .args(["--api-model", "test-model", "--mode", "all", "--json"])
+        .output()
+        .expect("running credence decompose --mode all");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON out");
+    assert_eq!(
+        json["claims"],
+        serde_json::json!(["The bridge collapsed.", "The road was closed."])
+    );
+    assert_eq!(json["pipeline_version"], "gate+rule-1+self-repair-v1");
+    assert_eq!(json["trace"]["gate"], "opened");
+    assert_eq!(json["trace"]["early_exit"], true);
+    assert_eq!(json["verifier"]["avr"], 0.0);
+    assert_eq!(server2.requests(), 1, "the base call only");
+    drop(server2);
+
+    // A preset whose key variable is unset: one line that names the variable.
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .args(["decompose", "A sentence.", "--model", "gemini-2.5-flash"])
+        .env_remove("GEMINI_API_KEY")
+        .output()
+        .expect("running credence decompose");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("GEMINI_API_KEY"), "{err}");
+    drop(server);
+}

@@ -1,0 +1,104 @@
+//! The LLM decomposer: a prompt ([`crate::llm::prompt`]: CREDENCE or FActScore) rendered
+//! for the sentence, one generation through the cache and its lease
+//! ([`GenerateOnce`]), and the prompt's parser on the answer.
+
+use super::{DecomposeContext, DecomposeError, Decomposer, Decomposition, LlmHandle};
+use crate::llm::once::OnceError;
+use crate::llm::{prompt, ChatRequest, GenerateOnce, Generator, PromptKind};
+use async_trait::async_trait;
+use credence_shared::observe::{CacheKind, LlmRequest};
+use std::sync::Arc;
+
+/// A decomposer made of a generator, a prompt and its parser.
+pub struct LlmDecomposer {
+    once: GenerateOnce,
+    prompt: PromptKind,
+    max_new_tokens: u32,
+    fingerprint: String,
+}
+
+impl LlmDecomposer {
+    /// Decomposes with `generator` under `prompt`, generating at most `max_new_tokens`.
+    pub fn new(generator: Arc<dyn Generator>, prompt: PromptKind, max_new_tokens: u32) -> Self {
+        let fingerprint = Self::fingerprint_of(generator.fingerprint(), prompt);
+        LlmDecomposer {
+            once: GenerateOnce::new(generator),
+            prompt,
+            max_new_tokens,
+            fingerprint,
+        }
+    }
+
+    /// The fingerprint of a decomposer on a generator with this fingerprint: the
+    /// prompt's version joins the model's, so a new prompt re-runs the jobs as new
+    /// weights do.
+    pub fn fingerprint_of(generator_fingerprint: &str, prompt: PromptKind) -> String {
+        format!("{generator_fingerprint}+{}", prompt::version(prompt))
+    }
+
+    /// The request that asks for the decomposition of `sentence`.
+    pub fn request(&self, sentence: &str) -> ChatRequest {
+        ChatRequest {
+            messages: prompt::messages(self.prompt, sentence),
+            max_new_tokens: self.max_new_tokens,
+        }
+    }
+}
+
+#[async_trait]
+impl Decomposer for LlmDecomposer {
+    fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn max_in_flight(&self) -> usize {
+        self.once.generator().max_in_flight()
+    }
+
+    fn llm(&self) -> Option<LlmHandle<'_>> {
+        Some(LlmHandle {
+            once: &self.once,
+            max_new_tokens: self.max_new_tokens,
+        })
+    }
+
+    async fn decompose(
+        &self,
+        sentence: &str,
+        context: &DecomposeContext<'_>,
+    ) -> Result<Decomposition, DecomposeError> {
+        let request = self.request(sentence);
+        let generated = self
+            .once
+            .generate(context.cache, prompt::version(self.prompt), &request)
+            .await
+            .map_err(|e| match e {
+                OnceError::Generate(source) => DecomposeError::Generate {
+                    model: context.model.to_string(),
+                    source,
+                },
+                OnceError::Cache(e) => DecomposeError::Cache(e),
+            })?;
+        if generated.cached {
+            context.observer.cache(CacheKind::Generation, 1, 0);
+        } else {
+            context.observer.cache(CacheKind::Generation, 0, 1);
+            context.observer.llm_request(
+                context.model,
+                LlmRequest {
+                    prompt_tokens: generated.usage.prompt_tokens.map_or(0, u64::from),
+                    generated_tokens: generated.usage.completion_tokens.map_or(0, u64::from),
+                    seconds: generated.seconds,
+                    retries: 0,
+                },
+            );
+        }
+        let parsed = prompt::parse(self.prompt, &generated.text);
+        Ok(Decomposition {
+            claims: parsed.claims,
+            llm_calls: 1,
+            completion: Some(generated.text),
+            parse_failed: Some(parsed.parse_failed),
+        })
+    }
+}

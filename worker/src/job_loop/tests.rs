@@ -1,0 +1,351 @@
+//! The loop's decoding, and its behaviour on hostile keys and a store that is briefly
+//! unreachable, against the in-process queue and a real SQLite store.
+
+use super::*;
+use crate::decompose::{Decomposer, SentenceSplit};
+use async_trait::async_trait;
+use credence_shared::aggregation::Aggregation as StoreAggregation;
+use credence_shared::cache::{EmbeddingCache, GenerationCache, TokenUsage};
+use credence_shared::dataset::LoadedDataset;
+use credence_shared::domain::{Example, ExampleResult, Mode};
+use credence_shared::job::{plan, PlannedDataset, PlannedModel};
+use credence_shared::observe::{NoObserver, Observed, Recorder};
+use credence_shared::queue::memory::MemoryQueue;
+use credence_shared::stats::ConfigValues;
+use credence_shared::store::sqlite::SqliteStore;
+use credence_shared::store::{
+    Attempt, PlannedDatasetRecord, RunRecord, RunStatistics, StoreError, SummaryRow,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+#[test]
+fn decode_names_what_is_wrong() {
+    assert_eq!(
+        decode(b"{oops").unwrap_err(),
+        "malformed message: key must be a string at line 1 column 2"
+    );
+    assert_eq!(
+        decode(br#"{"kind":"job","v":9}"#).unwrap_err(),
+        "unknown message version 9; this worker reads version 1"
+    );
+    assert_eq!(
+        decode(br#"{"kind":"job"}"#).unwrap_err(),
+        "malformed message: no version field \"v\""
+    );
+    assert!(decode(br#"{"kind":"job","v":1,"job":{}}"#)
+        .unwrap_err()
+        .starts_with("malformed message: missing field"));
+}
+
+#[test]
+fn decode_work_reads_aggregation_messages() {
+    let body = br#"{"kind":"aggregate","v":1,"run_id":"r","model":"m","dataset":"d","mode":"self_repair"}"#;
+    assert_eq!(
+        decode_work(body).unwrap(),
+        Work::Aggregate(ConfigRef {
+            run_id: "r".into(),
+            model: "m".into(),
+            dataset: "d".into(),
+            mode: credence_shared::Mode::SelfRepair,
+        })
+    );
+    assert_eq!(
+        decode(body).unwrap_err(),
+        "an aggregation message where a job was expected"
+    );
+}
+
+/// A store whose `run_spec` fails as if the database were down for its first `outage`
+/// calls; everything else goes to the SQLite store inside.
+struct FlakyStore {
+    inner: SqliteStore,
+    outage: AtomicU32,
+}
+
+impl FlakyStore {
+    fn down(&self) -> Result<(), StoreError> {
+        let left = self.outage.load(Ordering::SeqCst);
+        if left == 0 {
+            return Ok(());
+        }
+        self.outage.store(left - 1, Ordering::SeqCst);
+        Err(StoreError::Query {
+            what: "run spec",
+            source: sqlx::Error::PoolTimedOut,
+        })
+    }
+}
+
+#[async_trait]
+impl EmbeddingCache for FlakyStore {
+    async fn embeddings(
+        &self,
+        encoder_fingerprint: &str,
+        texts: &[String],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        self.inner.embeddings(encoder_fingerprint, texts).await
+    }
+    async fn put_embeddings(
+        &self,
+        encoder_fingerprint: &str,
+        entries: &[(String, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        self.inner
+            .put_embeddings(encoder_fingerprint, entries)
+            .await
+    }
+}
+
+#[async_trait]
+impl GenerationCache for FlakyStore {
+    async fn generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner
+            .generation(model_fingerprint, prompt, params)
+            .await
+    }
+    async fn put_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        completion: &str,
+        usage: TokenUsage,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .put_generation(model_fingerprint, prompt, params, completion, usage)
+            .await
+    }
+
+    async fn lease_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .lease_generation(model_fingerprint, prompt, params, holder, ttl)
+            .await
+    }
+
+    async fn release_generation(
+        &self,
+        model_fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .release_generation(model_fingerprint, prompt, params, holder)
+            .await
+    }
+}
+
+#[async_trait]
+impl Store for FlakyStore {
+    async fn record_plan(
+        &self,
+        run: &RunRecord,
+        datasets: &[PlannedDatasetRecord<'_>],
+        jobs: &[Job],
+    ) -> Result<(), StoreError> {
+        self.inner.record_plan(run, datasets, jobs).await
+    }
+    async fn finished_jobs(&self, run_id: &str) -> Result<HashSet<String>, StoreError> {
+        self.inner.finished_jobs(run_id).await
+    }
+    async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError> {
+        self.inner.shard_examples(job).await
+    }
+    async fn mark_running(
+        &self,
+        job: &Job,
+        worker: &str,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError> {
+        self.inner.mark_running(job, worker, attempt).await
+    }
+    async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError> {
+        self.inner.heartbeat(job, worker).await
+    }
+    async fn record_results(
+        &self,
+        job: &Job,
+        results: &[ExampleResult],
+    ) -> Result<JobCommit, StoreError> {
+        self.inner.record_results(job, results).await
+    }
+    async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError> {
+        self.inner.mark_failed(job, error).await
+    }
+    async fn run_spec(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.down()?;
+        self.inner.run_spec(run_id).await
+    }
+    async fn config_values(&self, config: &ConfigRef) -> Result<ConfigValues, StoreError> {
+        self.inner.config_values(config).await
+    }
+    async fn config_finished(&self, config: &ConfigRef) -> Result<bool, StoreError> {
+        self.inner.config_finished(config).await
+    }
+    async fn run_statistics(&self, run_id: &str) -> Result<RunStatistics, StoreError> {
+        self.inner.run_statistics(run_id).await
+    }
+    async fn write_aggregation(&self, aggregation: &StoreAggregation) -> Result<(), StoreError> {
+        self.inner.write_aggregation(aggregation).await
+    }
+    async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
+        self.inner.summary(jobs).await
+    }
+}
+
+/// One planned job of run "r" (model "m" = the sentence splitter) in a fresh SQLite
+/// store whose `run_spec` is unreachable `outage` times.
+async fn planned_store(dir: &std::path::Path, outage: u32) -> (FlakyStore, Job) {
+    let inner = SqliteStore::open(&dir.join("s.db")).await.unwrap();
+    let data = LoadedDataset {
+        path: "d.jsonl".into(),
+        hash: "h".into(),
+        examples: vec![Example {
+            id: "e0".into(),
+            text: "Ada wrote code and Bob read it.".into(),
+            references: vec![],
+            meta: Default::default(),
+        }],
+    };
+    let models = [PlannedModel {
+        name: "m".into(),
+        fingerprint: SentenceSplit::new().fingerprint().to_string(),
+    }];
+    let datasets = [PlannedDataset {
+        id: "d".into(),
+        hash: "h".into(),
+        len: 1,
+    }];
+    let jobs = plan("r", &models, &datasets, &[Mode::Base], 1, "c");
+    let run = RunRecord {
+        run_id: "r".into(),
+        spec_json: "{}".into(),
+    };
+    inner
+        .record_plan(
+            &run,
+            &[PlannedDatasetRecord {
+                id: "d",
+                data: &data,
+            }],
+            &jobs,
+        )
+        .await
+        .unwrap();
+    let store = FlakyStore {
+        inner,
+        outage: AtomicU32::new(outage),
+    };
+    (store, jobs[0].clone())
+}
+
+/// Publishes `job` on a closed in-process queue and consumes until it drains; the events.
+async fn consume_one(job: &Job, store: &dyn Store, max_deliveries: u32) -> Vec<JobEvent> {
+    consume_observed(job, store, max_deliveries, Arc::new(NoObserver)).await
+}
+
+/// [`consume_one`], reporting to `observer`.
+async fn consume_observed(
+    job: &Job,
+    store: &dyn Store,
+    max_deliveries: u32,
+    observer: Arc<dyn JobObserver>,
+) -> Vec<JobEvent> {
+    let queue = MemoryQueue::new(max_deliveries);
+    let body = serde_json::to_vec(&Message::job(job.clone())).unwrap();
+    queue.publish("q", body).await.unwrap();
+    queue.close();
+    let mut consumer = queue.consume("q").await.unwrap();
+    let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
+    decomposers.insert("m".into(), Arc::new(SentenceSplit::new()));
+    let handler = JobHandler::new(decomposers);
+    let settings = LoopSettings {
+        worker_id: "w".into(),
+        max_deliveries,
+        heartbeat: None,
+        aggregation: Aggregation::Off,
+        observer: observer.clone(),
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (_stop, shutdown) = watch::channel(false);
+    consume(&mut *consumer, &handler, store, &settings, &tx, shutdown)
+        .await
+        .unwrap();
+    drop(tx);
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    events
+}
+
+/// A key with a two-byte character across byte 12 (where the log span cuts the key)
+/// is handled like any other message, not a panic of the consumer task.
+#[tokio::test]
+async fn a_key_with_multibyte_characters_does_not_panic_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut job) = planned_store(dir.path(), 0).await;
+    job.key = format!("a{}", "é".repeat(40));
+    let events = consume_one(&job, &store, 3).await;
+    assert!(
+        matches!(events.as_slice(), [JobEvent::Skipped { job: j }] if j.key == job.key),
+        "{events:?}"
+    );
+}
+
+/// A store outage retried in place (the same delivery) is one attempt, not one per try:
+/// an outage must not push a job toward its delivery limit.
+#[tokio::test]
+async fn a_retry_in_place_is_not_a_new_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), 3).await;
+    // The run's recorded sweep is "{}", so once the store answers the job fails for
+    // good on its one delivery; by then it was retried in place three times.
+    let events = consume_one(&job, &store, 1).await;
+    assert!(
+        matches!(events.as_slice(), [JobEvent::Failed { .. }]),
+        "{events:?}"
+    );
+    let (attempts, state): (i64, String) =
+        sqlx::query_as("SELECT attempts, state FROM jobs WHERE job_key = ?")
+            .bind(&job.key)
+            .fetch_one(store.inner.pool())
+            .await
+            .unwrap();
+    assert_eq!((attempts, state.as_str()), (1, "failed"));
+}
+
+/// The loop reports a job's end to the observer seam: its outcome and, for a job that
+/// fails its last delivery, the dead letter.
+#[tokio::test]
+async fn the_loop_reports_outcomes_to_the_observer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), 0).await;
+    let recorder = Arc::new(Recorder::default());
+    let events = consume_observed(&job, &store, 1, recorder.clone()).await;
+    assert!(
+        matches!(events.as_slice(), [JobEvent::Failed { .. }]),
+        "{events:?}"
+    );
+    assert_eq!(
+        recorder.seen(),
+        [
+            Observed::CurrentModel("m".into()),
+            Observed::DeadLetter("failed"),
+            Observed::Job("m".into(), Mode::Base, JobOutcome::Failed),
+        ]
+    );
+}

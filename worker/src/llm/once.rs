@@ -1,0 +1,213 @@
+//! Every generation exactly once per sweep (ARCHITECTURE.md invariant). A generation is
+//! keyed by (model fingerprint, prompt version + rendered messages, decoding parameters)
+//! in the store's generation cache. Before calling the model, a caller takes the key's
+//! lease in the store; whoever holds it generates, stores the completion and gives the
+//! lease back, while every other caller, in this process or on another worker, waits
+//! for the cache entry. So the four mode jobs of one example, running at once on four
+//! workers, make one base generation between them, and a rerun makes none. A holder
+//! that dies loses its lease when the lease runs out (the backend's worst case over all
+//! retries), and the next caller takes the generation over.
+
+use super::{ChatRequest, GenerateError, Generator};
+use credence_shared::cache::{GenerationCache, TokenUsage};
+use credence_shared::store::StoreError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A generator behind the generation cache and its leases.
+pub struct GenerateOnce {
+    generator: Arc<dyn Generator>,
+    /// Callers in this process wait here for a key that is being generated, instead of
+    /// polling the store.
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// How often a caller looks again while another process holds the lease.
+    poll: Duration,
+}
+
+/// A completion and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// The completion.
+    pub text: String,
+    /// Whether it came from the cache (no model call in this process).
+    pub cached: bool,
+    /// Token counts of a fresh generation.
+    pub usage: TokenUsage,
+    /// Seconds the model call took (0 when cached).
+    pub seconds: f64,
+}
+
+/// A generation that could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OnceError {
+    /// The model failed.
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
+    /// The generation cache failed.
+    #[error("generation cache: {0}")]
+    Cache(#[from] StoreError),
+}
+
+impl GenerateOnce {
+    /// Puts `generator` behind the cache.
+    pub fn new(generator: Arc<dyn Generator>) -> Self {
+        GenerateOnce {
+            generator,
+            gates: Mutex::new(HashMap::new()),
+            poll: Duration::from_millis(100),
+        }
+    }
+
+    /// The generator behind it.
+    pub fn generator(&self) -> &Arc<dyn Generator> {
+        &self.generator
+    }
+
+    /// The cache key's prompt part: the prompt's version and the rendered messages.
+    pub fn cache_prompt(prompt_version: &str, request: &ChatRequest) -> String {
+        // Messages as JSON: unambiguous whatever the texts hold.
+        let messages = serde_json::to_string(&request.messages).unwrap_or_default();
+        format!("{prompt_version}\n{messages}")
+    }
+
+    /// The completion of `request` under `prompt_version`: from the cache, or generated
+    /// here (once, whoever else asks at the same time).
+    pub async fn generate(
+        &self,
+        cache: &dyn GenerationCache,
+        prompt_version: &str,
+        request: &ChatRequest,
+    ) -> Result<Generated, OnceError> {
+        let fingerprint = self.generator.fingerprint();
+        let prompt = Self::cache_prompt(prompt_version, request);
+        let params = self.generator.params(request);
+        let gate_key = format!("{fingerprint}\n{params}\n{prompt}");
+        let gate = self.gate(&gate_key);
+        let outcome = {
+            let _turn = gate.lock().await;
+            self.generate_locked(cache, fingerprint, &prompt, &params, request)
+                .await
+        };
+        self.forget_gate(&gate_key, gate);
+        outcome
+    }
+
+    async fn generate_locked(
+        &self,
+        cache: &dyn GenerationCache,
+        fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        request: &ChatRequest,
+    ) -> Result<Generated, OnceError> {
+        let ttl = self.generator.worst_case() + Duration::from_secs(30);
+        let mut poll = self.poll;
+        loop {
+            if let Some(text) = cache.generation(fingerprint, prompt, params).await? {
+                return Ok(Generated {
+                    text,
+                    cached: true,
+                    usage: TokenUsage::default(),
+                    seconds: 0.0,
+                });
+            }
+            // A holder per attempt, so that two callers of one process never share one.
+            let holder = uuid::Uuid::new_v4().to_string();
+            if cache
+                .lease_generation(fingerprint, prompt, params, &holder, ttl)
+                .await?
+            {
+                // The holder before us may have stored the completion and released the
+                // lease between our lookup and our lease: look once more, now that nobody
+                // else can be generating it.
+                if let Some(text) = cache.generation(fingerprint, prompt, params).await? {
+                    release(cache, fingerprint, prompt, params, &holder).await?;
+                    return Ok(Generated {
+                        text,
+                        cached: true,
+                        usage: TokenUsage::default(),
+                        seconds: 0.0,
+                    });
+                }
+                let generated = self.generator.generate(request).await;
+                let stored = match &generated {
+                    Ok(c) => {
+                        let usage = TokenUsage {
+                            prompt_tokens: c.prompt_tokens,
+                            completion_tokens: c.completion_tokens,
+                        };
+                        cache
+                            .put_generation(fingerprint, prompt, params, &c.text, usage)
+                            .await
+                            .map(|()| usage)
+                    }
+                    Err(_) => Ok(TokenUsage::default()),
+                };
+                // Give the lease back even when storing failed: another caller may do
+                // better, and a lease left behind only delays it until it runs out.
+                let released = release(cache, fingerprint, prompt, params, &holder).await;
+                let completion = generated?;
+                let usage = stored?;
+                released?;
+                return Ok(Generated {
+                    text: completion.text,
+                    cached: false,
+                    usage,
+                    seconds: completion.elapsed.as_secs_f64(),
+                });
+            }
+            // Another worker is generating it: look again soon.
+            tokio::time::sleep(poll).await;
+            poll = (poll * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    fn gate(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.gates)
+            .entry(key.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Drops a key's gate once nobody else holds it, so the map only holds keys in use.
+    fn forget_gate(&self, key: &str, gate: Arc<tokio::sync::Mutex<()>>) {
+        let mut gates = lock(&self.gates);
+        // Two references left: this caller's and the map's.
+        if Arc::strong_count(&gate) == 2 {
+            gates.remove(key);
+        }
+    }
+}
+
+/// Gives a lease back, trying again while the store is briefly unreachable: a lease
+/// left behind makes every other caller of its key wait until it runs out.
+async fn release(
+    cache: &dyn GenerationCache,
+    fingerprint: &str,
+    prompt: &str,
+    params: &str,
+    holder: &str,
+) -> Result<(), StoreError> {
+    let mut wait = Duration::from_millis(50);
+    let mut tries = 0;
+    loop {
+        match cache
+            .release_generation(fingerprint, prompt, params, holder)
+            .await
+        {
+            Err(e) if e.is_transient() && tries < 8 => {
+                tracing::warn!(error = %e, "releasing a generation lease; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is one map operation.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,407 @@
+//! The OpenAI-compatible backend against a real local HTTP server: correct answers,
+//! 429 with Retry-After, 500s, timeouts, malformed JSON and empty content each end in
+//! their documented outcome; the API key never leaves the Authorization header; the
+//! generation cache and its lease make each generation once; adaptive concurrency keeps
+//! many requests in flight.
+
+#[path = "support/llm_server.rs"]
+mod llm_server;
+
+use credence_shared::domain::Example;
+use credence_shared::observe::NoObserver;
+use credence_shared::store::sqlite::SqliteStore;
+use credence_shared::sweep::PromptKind;
+use credence_worker::decompose::{DecomposeContext, Decomposer, LlmDecomposer};
+use credence_worker::handler::decompose_shard;
+use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings};
+use credence_worker::llm::retry::RetryPolicy;
+use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, Generator};
+use llm_server::{LlmServer, Reply};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn settings(server: &LlmServer) -> OpenAiSettings {
+    OpenAiSettings {
+        base_url: server.base_url(),
+        api_model: "test-model".into(),
+        api_key_env: None,
+        max_new_tokens: 256,
+        request_timeout: Duration::from_secs(5),
+        max_concurrency: 64,
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(100),
+            max_retry_after: Duration::from_secs(5),
+        },
+    }
+}
+
+fn request(text: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![ChatMessage::system("Decompose."), ChatMessage::user(text)],
+        max_new_tokens: 64,
+    }
+}
+
+#[tokio::test]
+async fn a_correct_answer_is_returned_with_its_usage() {
+    let server = LlmServer::start(Duration::ZERO, |_, _| Reply::Decompose).await;
+    let backend = OpenAiBackend::new(&settings(&server)).unwrap();
+    let c = backend
+        .generate(&request("The bridge collapsed and the road was closed."))
+        .await
+        .unwrap();
+    assert_eq!(c.text, "The bridge collapsed.\nThe road was closed.");
+    assert_eq!(c.prompt_tokens, Some(100));
+    assert_eq!(c.completion_tokens, Some(7));
+    let body = server.state.bodies.lock().unwrap()[0].clone();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["temperature"], 0);
+    assert_eq!(body["max_tokens"], 64);
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(body["messages"][1]["role"], "user");
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_its_retry_after() {
+    let server = LlmServer::start(Duration::ZERO, |n, _| {
+        if n == 0 {
+            Reply::Status(429, r#"{"error":"slow down"}"#.into(), Some("1".into()))
+        } else {
+            Reply::Answer("A.".into())
+        }
+    })
+    .await;
+    let backend = OpenAiBackend::new(&settings(&server)).unwrap();
+    let started = Instant::now();
+    let c = backend.generate(&request("x")).await.unwrap();
+    assert_eq!(c.text, "A.");
+    assert_eq!(server.requests(), 2);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After: 1 honoured, waited {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_then_reported_as_unavailable() {
+    let server = LlmServer::start(Duration::ZERO, |n, _| {
+        if n < 2 {
+            Reply::Status(500, "internal error".into(), None)
+        } else {
+            Reply::Answer("A.".into())
+        }
+    })
+    .await;
+    let backend = OpenAiBackend::new(&settings(&server)).unwrap();
+    assert_eq!(backend.generate(&request("x")).await.unwrap().text, "A.");
+    assert_eq!(server.requests(), 3);
+
+    let down = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Status(502, "bad gateway".into(), None)
+    })
+    .await;
+    let backend = OpenAiBackend::new(&settings(&down)).unwrap();
+    let err = backend.generate(&request("x")).await.unwrap_err();
+    assert!(
+        matches!(&err, GenerateError::Unavailable { message, .. } if message.contains("502") && message.contains("after 4 attempts")),
+        "{err:?}"
+    );
+    assert!(!err.is_example_error(), "a down endpoint fails the job");
+    assert_eq!(down.requests(), 4);
+}
+
+#[tokio::test]
+async fn a_stalled_answer_times_out_and_is_retried() {
+    let server = LlmServer::start(Duration::ZERO, |n, _| {
+        if n == 0 {
+            Reply::After(
+                Duration::from_secs(30),
+                Box::new(Reply::Answer("late".into())),
+            )
+        } else {
+            Reply::Answer("A.".into())
+        }
+    })
+    .await;
+    let mut s = settings(&server);
+    s.request_timeout = Duration::from_millis(300);
+    let backend = OpenAiBackend::new(&s).unwrap();
+    let started = Instant::now();
+    assert_eq!(backend.generate(&request("x")).await.unwrap().text, "A.");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(server.requests(), 2);
+
+    let stalled = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::After(
+            Duration::from_secs(30),
+            Box::new(Reply::Answer("late".into())),
+        )
+    })
+    .await;
+    let mut s = settings(&stalled);
+    s.request_timeout = Duration::from_millis(200);
+    let err = OpenAiBackend::new(&s)
+        .unwrap()
+        .generate(&request("x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, GenerateError::Unavailable { message, .. } if message.contains("no answer within")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_empty_answers_are_retried_then_become_the_examples_error() {
+    for (raw, what) in [
+        ("{\"choices\": [", "malformed answer"),
+        (
+            r#"{"choices":[{"message":{"role":"assistant","content":""}}]}"#,
+            "empty content",
+        ),
+        (r#"{"choices":[]}"#, "without choices"),
+    ] {
+        let raw = raw.to_string();
+        let server = LlmServer::start(Duration::ZERO, move |_, _| Reply::Raw(raw.clone())).await;
+        let backend = OpenAiBackend::new(&settings(&server)).unwrap();
+        let err = backend.generate(&request("x")).await.unwrap_err();
+        assert!(
+            matches!(&err, GenerateError::Malformed { message, .. } if message.contains(what)),
+            "{what}: {err:?}"
+        );
+        assert!(err.is_example_error());
+        assert_eq!(server.requests(), 4, "{what}: retried");
+    }
+
+    // In a shard, the failing example gets its error and an empty claim list; the others
+    // decompose.
+    let server = LlmServer::start(Duration::ZERO, |_, user| {
+        if user.contains("poison") {
+            Reply::Raw("not json".into())
+        } else {
+            Reply::Decompose
+        }
+    })
+    .await;
+    let decomposer = LlmDecomposer::new(
+        Arc::new(OpenAiBackend::new(&settings(&server)).unwrap()),
+        PromptKind::Credence,
+        256,
+    );
+    let examples = vec![
+        example("a", "It rained and the match was cancelled."),
+        example("b", "A poison answer follows."),
+    ];
+    let (bases, errors) = decompose_shard(&decomposer, &examples, &DecomposeContext::standalone())
+        .await
+        .unwrap();
+    assert_eq!(bases[0].claims, ["It rained.", "The match was cancelled."]);
+    assert_eq!(errors[0], None);
+    assert!(bases[1].claims.is_empty());
+    assert!(
+        errors[1].as_deref().unwrap().contains("malformed answer"),
+        "{errors:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_key_stays_in_the_authorization_header() {
+    const KEY: &str = "sk-credence-test-7f3a9c-SECRET";
+    // SAFETY: set before any thread of this test reads the environment; the variable is
+    // unique to this test.
+    unsafe { std::env::set_var("CREDENCE_TEST_LLM_KEY", KEY) };
+    // A server that refuses the key and echoes it back, as some proxies do.
+    let server = LlmServer::start(Duration::ZERO, |n, _| {
+        if n == 0 {
+            Reply::Status(
+                401,
+                format!(r#"{{"error":"invalid key Bearer {KEY}"}}"#),
+                None,
+            )
+        } else {
+            Reply::Raw(format!("garbage {KEY}"))
+        }
+    })
+    .await;
+    let mut s = settings(&server);
+    s.api_key_env = Some("CREDENCE_TEST_LLM_KEY".into());
+    let backend = OpenAiBackend::new(&s).unwrap();
+    assert!(!format!("{backend:?}").contains(KEY));
+    assert!(!backend.fingerprint().contains(KEY));
+    let rejected = backend.generate(&request("x")).await.unwrap_err();
+    assert!(matches!(
+        rejected,
+        GenerateError::Rejected { status: 401, .. }
+    ));
+    assert!(!rejected.is_example_error(), "a bad key fails the job");
+    let malformed = backend.generate(&request("x")).await.unwrap_err();
+    for err in [&rejected, &malformed] {
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(KEY), "{shown}");
+    }
+    assert!(rejected.to_string().contains("<api key>"));
+    let auth = server.state.authorizations.lock().unwrap().clone();
+    assert!(
+        auth.iter().all(|a| a == &format!("Bearer {KEY}")),
+        "{auth:?}"
+    );
+    // Nor is it in what a sweep stores: the generation cache rows.
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let ok = LlmServer::start(Duration::ZERO, |_, _| Reply::Answer("A.".into())).await;
+    let mut s = settings(&ok);
+    s.api_key_env = Some("CREDENCE_TEST_LLM_KEY".into());
+    let decomposer = LlmDecomposer::new(
+        Arc::new(OpenAiBackend::new(&s).unwrap()),
+        PromptKind::Credence,
+        64,
+    );
+    let context = DecomposeContext {
+        cache: &store,
+        observer: &NoObserver,
+        model: "m",
+    };
+    decomposer
+        .decompose("Some sentence.", &context)
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT model_fingerprint, prompt, params, completion FROM generation_cache",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(!format!("{rows:?}").contains(KEY));
+}
+
+#[tokio::test]
+async fn each_generation_happens_once_whoever_asks() {
+    let server = LlmServer::start(Duration::from_millis(100), |_, _| Reply::Decompose).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let backend: Arc<dyn Generator> = Arc::new(OpenAiBackend::new(&settings(&server)).unwrap());
+    // Two decomposers over one store: two workers' processes.
+    let a = LlmDecomposer::new(backend.clone(), PromptKind::Credence, 256);
+    let b = LlmDecomposer::new(backend, PromptKind::Credence, 256);
+    let context = DecomposeContext {
+        cache: &store,
+        observer: &NoObserver,
+        model: "m",
+    };
+    let sentences: Vec<String> = (0..20)
+        .map(|i| format!("Sentence {i} holds a fact and another fact."))
+        .collect();
+    let mut calls = Vec::new();
+    for s in &sentences {
+        for d in [&a, &b, &a, &b] {
+            calls.push(d.decompose(s, &context));
+        }
+    }
+    let outs = futures::future::join_all(calls).await;
+    for chunk in outs.chunks(4) {
+        let first = chunk[0].as_ref().unwrap();
+        assert_eq!(first.claims.len(), 2);
+        for o in chunk {
+            assert_eq!(o.as_ref().unwrap(), first);
+        }
+    }
+    assert_eq!(server.requests(), 20, "one generation per sentence");
+    assert!(server.per_prompt().values().all(|&n| n == 1));
+    // Usage is stored with each generation.
+    let tokens: Vec<(Option<i64>, Option<i64>)> =
+        sqlx::query_as("SELECT prompt_tokens, completion_tokens FROM generation_cache")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(tokens.len(), 20);
+    assert!(tokens.iter().all(|t| t.0 == Some(100) && t.1.is_some()));
+    // Asking again makes no call.
+    for s in &sentences {
+        a.decompose(s, &context).await.unwrap();
+    }
+    assert_eq!(server.requests(), 20);
+    // Without a cache, every call generates.
+    a.decompose(&sentences[0], &DecomposeContext::standalone())
+        .await
+        .unwrap();
+    assert_eq!(server.requests(), 21);
+}
+
+#[tokio::test]
+async fn adaptive_concurrency_keeps_many_requests_in_flight() {
+    let server = LlmServer::start(Duration::from_millis(200), |_, _| Reply::Decompose).await;
+    let decomposer = LlmDecomposer::new(
+        Arc::new(OpenAiBackend::new(&settings(&server)).unwrap()),
+        PromptKind::Credence,
+        256,
+    );
+    let examples: Vec<Example> = (0..400)
+        .map(|i| {
+            example(
+                &i.to_string(),
+                &format!("Fact {i} is true and fact {i} is old."),
+            )
+        })
+        .collect();
+    let started = Instant::now();
+    let (bases, errors) = decompose_shard(&decomposer, &examples, &DecomposeContext::standalone())
+        .await
+        .unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(errors.iter().all(Option::is_none));
+    assert!(bases.iter().all(|b| b.claims.len() == 2));
+    println!(
+        "400 examples at 200 ms per answer: {:.1} examples/s, peak {} in flight",
+        400.0 / seconds,
+        server.peak_in_flight()
+    );
+    assert!(
+        server.peak_in_flight() >= 20,
+        "peak in flight {}",
+        server.peak_in_flight()
+    );
+
+    // An endpoint that throttles above 16 concurrent requests: the limit comes down and
+    // every request still gets its answer.
+    let server = LlmServer::start(Duration::from_millis(50), |_, _| Reply::Decompose).await;
+    server
+        .state
+        .capacity
+        .store(16, std::sync::atomic::Ordering::SeqCst);
+    let mut s = settings(&server);
+    s.retry.max_attempts = 30;
+    let backend = Arc::new(OpenAiBackend::new(&s).unwrap());
+    let decomposer = LlmDecomposer::new(backend.clone(), PromptKind::Credence, 256);
+    let (bases, errors) = decompose_shard(
+        &decomposer,
+        &examples[..200],
+        &DecomposeContext::standalone(),
+    )
+    .await
+    .unwrap();
+    assert!(errors.iter().all(Option::is_none), "{errors:?}");
+    assert!(bases.iter().all(|b| b.claims.len() == 2));
+    let rejected = server
+        .state
+        .throttled
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(rejected > 0, "the endpoint pushed back");
+    assert!(
+        backend.limit().current() < 64,
+        "the limit came down from its ceiling of 64: {}",
+        backend.limit().current()
+    );
+}
+
+fn example(id: &str, text: &str) -> Example {
+    Example {
+        id: id.into(),
+        text: text.into(),
+        references: vec![],
+        meta: Default::default(),
+    }
+}

@@ -1,0 +1,399 @@
+//! The rule tier's splitters on the real parser: each splitter, the frames they copy,
+//! and the clauses they refuse to split.
+
+mod common;
+
+use credence_worker::nlp::Nlp;
+use credence_worker::pipeline::repair::split::{split_claim, SplitOptions, SplitRule};
+use credence_worker::pipeline::verify::atomicity_boundaries;
+use std::sync::OnceLock;
+
+fn nlp() -> Option<&'static Nlp> {
+    static NLP: OnceLock<Option<Nlp>> = OnceLock::new();
+    NLP.get_or_init(|| common::model_dir().map(|d| Nlp::load(d).expect("the pipeline loads")))
+        .as_ref()
+}
+
+/// The split of a claim at its topmost boundary, as (rule, parts).
+fn split(text: &str) -> Option<(SplitRule, Vec<String>)> {
+    let doc = nlp()?.analyze(text);
+    let boundaries = atomicity_boundaries(&doc, false);
+    split_claim(&doc, &boundaries, SplitOptions::default()).map(|s| (s.rule, s.parts))
+}
+
+fn parts(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn coordinated_clauses_split_with_their_own_subjects() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("The bridge collapsed and the road was blocked."),
+        Some((
+            SplitRule::ConservativeSplit,
+            parts(&["The bridge collapsed.", "The road was blocked."])
+        ))
+    );
+    assert_eq!(
+        split("Sales fell 5% in 2024, but profit rose to $2 million."),
+        Some((
+            SplitRule::ConservativeSplit,
+            parts(&["Sales fell 5% in 2024.", "Profit rose to $2 million."])
+        ))
+    );
+}
+
+#[test]
+fn a_reported_coordination_keeps_its_frame_in_both_parts() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("He said the bridge collapsed and the road was blocked."),
+        Some((
+            SplitRule::ConservativeSplit,
+            parts(&[
+                "He said the bridge collapsed.",
+                "He said the road was blocked."
+            ])
+        ))
+    );
+}
+
+#[test]
+fn causal_adverbial_clauses_split_without_their_marker() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("Prices rose so the bank raised rates."),
+        Some((
+            SplitRule::ConservativeSplit,
+            parts(&["Prices rose.", "The bank raised rates."])
+        ))
+    );
+    assert_eq!(
+        split("Because it rained, the game was cancelled."),
+        Some((
+            SplitRule::ConservativeSplit,
+            parts(&["It rained.", "The game was cancelled."])
+        ))
+    );
+}
+
+#[test]
+fn because_under_a_reporting_verb_keeps_the_reporting_frame() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("Officials said that the bridge collapsed because the river flooded."),
+        Some((
+            SplitRule::ReportingBecause,
+            parts(&[
+                "Officials said that the bridge collapsed.",
+                "Officials said that the river flooded."
+            ])
+        ))
+    );
+    let doc = nlp()
+        .unwrap()
+        .analyze("Officials said that the bridge collapsed because the river flooded.");
+    let b = atomicity_boundaries(&doc, false);
+    assert_eq!(
+        split_claim(
+            &doc,
+            &b,
+            SplitOptions {
+                split_because: false
+            }
+        ),
+        None,
+        "split_because = false leaves because-clauses alone"
+    );
+}
+
+#[test]
+fn used_to_coordinations_split_with_the_frame() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("He used to work in Paris and live in Berlin."),
+        Some((
+            SplitRule::UsedToAnd,
+            parts(&["He used to work in Paris.", "He used to live in Berlin."])
+        ))
+    );
+}
+
+#[test]
+fn conditionals_and_atomic_claims_are_left_alone() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(split("If it rains, the game is cancelled."), None);
+    assert_eq!(split("Paris and Berlin are capitals."), None);
+    assert_eq!(
+        split("Einstein published a theory and received a prize."),
+        None
+    );
+}
+
+mod tier {
+    //! The whole rule tier (split, pronoun, inject, dedup) on the real parser and
+    //! all-MiniLM-L6-v2, through an embedding cache in a SQLite store.
+
+    use super::common;
+    use credence_shared::store::sqlite::SqliteStore;
+    use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+    use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
+    use credence_worker::pipeline::repair::{RepairAction, RuleRepair, RuleRepairConfig};
+
+    struct Setup {
+        scorer: Scorer,
+        store: SqliteStore,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn setup() -> Option<Setup> {
+        let nlp = common::model_dir()?;
+        let encoder = common::require(
+            common::models_dir().join("all-MiniLM-L6-v2"),
+            "all-MiniLM-L6-v2 weights",
+        )?;
+        let scorer = Scorer::load(
+            &NlpSpec { path: Some(nlp) },
+            Some(&EncoderSpec {
+                preset: "all-MiniLM-L6-v2".into(),
+                path: Some(encoder),
+                batch_size: 64,
+            }),
+            &VerifierSettings::default(),
+        )
+        .expect("the scorer loads");
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("cache.db"))
+            .await
+            .unwrap();
+        Some(Setup {
+            scorer,
+            store,
+            _dir: dir,
+        })
+    }
+
+    /// Verifies `claims` of `source`, runs the tier, and returns the repaired claims,
+    /// the actions, and the final report's (EPR, AVR, n_viol).
+    async fn repair(
+        s: &Setup,
+        source: &str,
+        claims: &[&str],
+    ) -> (Vec<String>, Vec<RepairAction>, (f64, f64, u32)) {
+        let claims: Vec<String> = claims.iter().map(|c| c.to_string()).collect();
+        let refs: Vec<String> = Vec::new();
+        let scored = s
+            .scorer
+            .score(
+                &s.store,
+                &[ScoringInput {
+                    source,
+                    claims: &claims,
+                    references: &refs,
+                }],
+            )
+            .await
+            .unwrap();
+        let report = &scored.examples[0].report;
+        let source_doc = s.scorer.nlp.analyze(source);
+        let docs = s.scorer.nlp.analyze_batch(&claims);
+        let out = RuleRepair::new(RuleRepairConfig::default())
+            .repair(
+                &s.scorer.verifier,
+                &source_doc,
+                &claims,
+                &docs,
+                report,
+                &s.scorer.tools(&s.store),
+            )
+            .await
+            .unwrap();
+        let after = s
+            .scorer
+            .score(
+                &s.store,
+                &[ScoringInput {
+                    source,
+                    claims: &out.claims,
+                    references: &refs,
+                }],
+            )
+            .await
+            .unwrap();
+        let r = &after.examples[0].report;
+        (out.claims, out.actions, (r.entities.epr, r.avr, r.n_viol))
+    }
+
+    #[tokio::test]
+    async fn the_einstein_pronoun_is_replaced_by_its_antecedent() {
+        let Some(s) = setup().await else { return };
+        let (claims, actions, (epr, avr, _)) = repair(
+            &s,
+            "Albert Einstein published the theory of special relativity in 1905 and received the Nobel Prize in Physics in 1921.",
+            &[
+                "Albert Einstein published the theory of special relativity in 1905.",
+                "He received the Nobel Prize in Physics in 1921.",
+            ],
+        )
+        .await;
+        assert_eq!(
+            claims,
+            [
+                "Albert Einstein published the theory of special relativity in 1905.",
+                "Albert Einstein received the Nobel Prize in Physics in 1921."
+            ]
+        );
+        assert!(
+            matches!(&actions[..], [RepairAction::Pronoun { claim: 1, .. }]),
+            "{actions:?}"
+        );
+        assert_eq!((epr, avr), (1.0, 0.0));
+    }
+
+    #[tokio::test]
+    async fn a_compound_claim_is_split_and_a_missing_year_injected_with_its_preposition() {
+        let Some(s) = setup().await else { return };
+        let (claims, actions, (epr, avr, n_viol)) = repair(
+            &s,
+            "Sales fell 5% in 2024 and profit rose to $2 million.",
+            &["Sales fell 5% and profit rose to $2 million."],
+        )
+        .await;
+        assert_eq!(
+            claims,
+            ["Sales fell 5% in 2024.", "Profit rose to $2 million."]
+        );
+        assert!(matches!(
+            actions[0],
+            RepairAction::Split {
+                claim: 0,
+                parts: 2,
+                ..
+            }
+        ));
+        assert!(
+            matches!(&actions[1], RepairAction::Inject { claim: 0, entity, appended, .. } if entity == "2024" && appended == " in 2024"),
+            "{actions:?}"
+        );
+        assert_eq!((epr, avr, n_viol), (1.0, 0.0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_duplicate_is_dropped_unless_it_alone_holds_an_entity() {
+        let Some(s) = setup().await else { return };
+        let (claims, actions, (epr, _, _)) = repair(
+            &s,
+            "The bridge collapsed.",
+            &["The bridge collapsed.", "The bridge collapsed."],
+        )
+        .await;
+        assert_eq!(claims, ["The bridge collapsed."]);
+        assert!(matches!(
+            actions[..],
+            [RepairAction::Dedup {
+                dropped: 1,
+                kept: 0,
+                ..
+            }]
+        ));
+        assert_eq!(epr, 1.0);
+        // Near-duplicates (cos 0.98 with MiniLM) that both hold the date: one goes.
+        let (claims, actions, (epr, _, _)) = repair(
+            &s,
+            "On Monday, the bridge collapsed.",
+            &[
+                "On Monday, the bridge collapsed.",
+                "The bridge collapsed on Monday.",
+            ],
+        )
+        .await;
+        assert_eq!(claims.len(), 1, "{claims:?}");
+        assert!(matches!(actions[..], [RepairAction::Dedup { .. }]));
+        assert_eq!(epr, 1.0);
+        // Near-duplicates (cos 0.99) that each alone hold a date: both stay (T1).
+        let (claims, actions, (epr, _, _)) = repair(
+            &s,
+            "The bridge collapsed on Monday and again on Tuesday.",
+            &[
+                "The bridge collapsed on Monday.",
+                "The bridge collapsed on Tuesday.",
+            ],
+        )
+        .await;
+        assert_eq!(
+            claims,
+            [
+                "The bridge collapsed on Monday.",
+                "The bridge collapsed on Tuesday."
+            ]
+        );
+        assert!(actions.is_empty(), "{actions:?}");
+        assert_eq!(epr, 1.0);
+    }
+
+    #[tokio::test]
+    async fn rule_repair_never_lowers_epr_on_real_examples() {
+        // Theorem T1 on a handful of oracle-style decompositions: one pass never
+        // increases n_viol and never decreases EPR.
+        let Some(s) = setup().await else { return };
+        let cases: [(&str, &[&str]); 4] = [
+            (
+                "Officials said that the bridge collapsed because the river flooded on 3 March 2024.",
+                &["Officials said that the bridge collapsed because the river flooded."],
+            ),
+            (
+                "Apple opened a store in Paris and Samsung closed two in Berlin.",
+                &["Apple opened a store and Samsung closed two in Berlin."],
+            ),
+            (
+                "The vaccine, which was tested on 3,200 volunteers, cut symptoms by 40%.",
+                &["The vaccine, which was tested on volunteers, cut symptoms by 40%."],
+            ),
+            ("Prices rose so the bank raised rates.", &["Prices rose so the bank raised rates."]),
+        ];
+        for (source, claims) in cases {
+            let before = {
+                let owned: Vec<String> = claims.iter().map(|c| c.to_string()).collect();
+                let refs: Vec<String> = Vec::new();
+                let scored = s
+                    .scorer
+                    .score(
+                        &s.store,
+                        &[ScoringInput {
+                            source,
+                            claims: &owned,
+                            references: &refs,
+                        }],
+                    )
+                    .await
+                    .unwrap();
+                let r = &scored.examples[0].report;
+                (r.entities.epr, r.n_viol)
+            };
+            let (after_claims, _, (epr, _, n_viol)) = repair(&s, source, claims).await;
+            assert!(
+                epr >= before.0,
+                "{source}: EPR {} -> {epr} ({after_claims:?})",
+                before.0
+            );
+            assert!(
+                n_viol <= before.1,
+                "{source}: n_viol {} -> {n_viol} ({after_claims:?})",
+                before.1
+            );
+        }
+    }
+}
