@@ -69,7 +69,12 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         c.sql("SELECT round(avg(jaccard_f1)::numeric, 6) FROM example_metrics WHERE model = 'conjunction-oracle' AND mode = 'base'")
     );
     // Fault-free: every job ran once.
-    assert_eq!(c.sql_i64("SELECT sum(attempts) FROM jobs"), 48);
+    assert_eq!(
+        c.sql_i64("SELECT sum(attempts) FROM jobs"),
+        48,
+        "jobs run more than once: {}",
+        c.sql("SELECT string_agg(job_key || ' ' || attempts || ' ' || coalesce(error, ''), '; ') FROM jobs WHERE attempts > 1")
+    );
     assert!(c.sql_i64("SELECT count(DISTINCT worker) FROM jobs") >= 2);
 
     let status = c.ok(&["sweep", "status", "demo"]);

@@ -15,6 +15,7 @@ use credence_shared::observe::{JobObserver, JobOutcome, Stage};
 use credence_shared::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
 use credence_shared::store::{Attempt, ConfigRef, JobCommit, Store};
 use serde::Deserialize;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,7 +174,7 @@ async fn retry_transient<T, F, Fut>(
 ) -> Option<Result<T, JobError>>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, JobError>>,
+    Fut: Future<Output = Result<T, JobError>>,
 {
     let mut backoff = Duration::from_millis(250);
     loop {
@@ -317,19 +318,12 @@ async fn run_job(
     let results = match settings.heartbeat {
         None => work.await?,
         Some(every) => {
-            tokio::pin!(work);
-            let mut tick = tokio::time::interval(every);
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    r = &mut work => break r?,
-                    _ = tick.tick() => {
-                        if let Err(e) = store.heartbeat(job, &settings.worker_id).await {
-                            tracing::warn!(error = %e, "heartbeat not recorded");
-                        }
-                    }
+            with_heartbeat(work, every, || async {
+                if let Err(e) = store.heartbeat(job, &settings.worker_id).await {
+                    tracing::warn!(error = %e, "heartbeat not recorded");
                 }
-            }
+            })
+            .await?
         }
     };
     let writing = std::time::Instant::now();
@@ -338,6 +332,38 @@ async fn run_job(
         .observer
         .stage(&job.model, Stage::Store, writing.elapsed().as_secs_f64());
     Ok(Some((commit, results.len())))
+}
+
+/// Runs `work` with `beat` called every `every` beside it. Beside, not instead: both are
+/// polled whenever the task wakes, so a heartbeat waiting for one of the store's pooled
+/// connections never stops the work that holds them from finishing with them. (Awaiting
+/// the beat in a `select!` arm did: with every connection held by the job's requests in
+/// flight, the beat waited out its pool timeout while nothing released one.)
+async fn with_heartbeat<T, B, F>(work: impl Future<Output = T>, every: Duration, beat: B) -> T
+where
+    B: FnMut() -> F,
+    F: Future<Output = ()>,
+{
+    tokio::select! {
+        done = work => done,
+        never = beat_forever(every, beat) => match never {},
+    }
+}
+
+/// Calls `beat` every `every`, the first time one period from now, forever.
+async fn beat_forever<B, F>(every: Duration, mut beat: B) -> std::convert::Infallible
+where
+    B: FnMut() -> F,
+    F: Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(every);
+    // A beat that took longer than a period is not made up for with a burst.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        beat().await;
+    }
 }
 
 /// Publishes the aggregation job of the configuration `job` finished. A failure is

@@ -546,6 +546,18 @@ impl Drop for Cluster {
             let _ = w.child.kill();
             let _ = w.child.wait();
         }
+        if std::thread::panicking() {
+            // What went wrong on the workers, for a failure seen only in CI's output.
+            for w in &self.workers {
+                let log = std::fs::read_to_string(&w.log).unwrap_or_default();
+                for line in log
+                    .lines()
+                    .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                {
+                    eprintln!("[{}] {line}", w.id);
+                }
+            }
+        }
         let mut settings = RabbitSettings::new(&broker_url());
         settings.namespace = self.namespace.clone();
         settings.reconnect_for = Some(Duration::from_secs(30));

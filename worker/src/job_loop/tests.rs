@@ -349,3 +349,51 @@ async fn the_loop_reports_outcomes_to_the_observer() {
         ]
     );
 }
+
+/// A heartbeat that cannot finish (a store with every pooled connection taken by the
+/// job's own requests) must not keep the job from finishing and giving them back.
+#[tokio::test]
+async fn the_job_runs_on_while_its_heartbeat_waits() {
+    let permits = Arc::new(tokio::sync::Semaphore::new(1));
+    // The job holds the only "connection" across a wait, as a request in flight does.
+    let work = {
+        let permits = permits.clone();
+        async move {
+            let _held = permits.acquire().await.expect("open");
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            "done"
+        }
+    };
+    let beats = AtomicU32::new(0);
+    let beat = || async {
+        let _conn = permits.acquire().await.expect("open");
+        beats.fetch_add(1, Ordering::SeqCst);
+    };
+    let done = tokio::time::timeout(
+        Duration::from_secs(10),
+        with_heartbeat(work, Duration::from_millis(5), beat),
+    )
+    .await
+    .expect("the job finishes while its heartbeat waits for the connection it holds");
+    assert_eq!(done, "done");
+}
+
+#[tokio::test]
+async fn the_heartbeat_keeps_beating_while_the_job_runs() {
+    let beats = AtomicU32::new(0);
+    // A job that finishes only after its third heartbeat.
+    let work = async {
+        while beats.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let beat = || async {
+        beats.fetch_add(1, Ordering::SeqCst);
+    };
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        with_heartbeat(work, Duration::from_millis(10), beat),
+    )
+    .await
+    .expect("three heartbeats while the job runs");
+}
