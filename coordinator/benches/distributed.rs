@@ -111,6 +111,7 @@ fn results(examples: &[Example]) -> Vec<ExampleResult> {
                 ExampleMetrics::DEFS.iter().map(|d| (d.name, 1.0)),
             )
             .expect("metric names from the list"),
+            stage_seconds: Default::default(),
         })
         .collect()
 }

@@ -296,3 +296,91 @@ fn invalid_inputs_fail_with_one_line_and_write_nothing() {
     );
     assert_eq!(err.matches("(os error").count(), 1, "{err}");
 }
+
+/// The timing table's input, seconds per example and stage beside the results, and the
+/// table with the paper's `verify` line (base plus the verifier) from the `base` jobs.
+#[test]
+fn the_timing_table_has_a_line_per_model_and_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::fs::read_to_string(workspace().join("examples/demo.toml")).unwrap();
+    let sample = workspace().join("examples/sample.jsonl");
+    let sweep_text = demo
+        .replace(
+            "modes = [\"base\", \"repair\", \"self_repair\", \"all\"]",
+            "modes = [\"base\", \"repair\"]",
+        )
+        .replace("name = \"demo\"", "name = \"timed\"")
+        .replace(
+            "path = \"sample.jsonl\"",
+            &format!("path = {:?}", sample.display().to_string()),
+        );
+    assert!(
+        sweep_text.contains("modes = [\"base\", \"repair\"]") && sweep_text.contains("timed"),
+        "examples/demo.toml changed shape"
+    );
+    let sweep = dir.path().join("timed.toml");
+    std::fs::write(&sweep, sweep_text).unwrap();
+    let db = dir.path().join("timed.db");
+    let run = run_sweep(&sweep, &db, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+
+    // Every example has its decompose, parse, embed, verify and metrics seconds in both
+    // modes, and the repair mode its repair seconds.
+    let n: usize = sql(&db, "select count(*) from predictions where mode = 'base'")
+        .parse()
+        .unwrap();
+    assert!(n >= 60, "{n}");
+    for stage in ["decompose", "parse", "embed", "verify", "metrics"] {
+        assert_eq!(
+            sql(
+                &db,
+                &format!(
+                    "select count(*) from stage_seconds where stage = '{stage}' and seconds > 0"
+                )
+            ),
+            (2 * n).to_string(),
+            "{stage}"
+        );
+    }
+    assert_eq!(
+        sql(
+            &db,
+            "select count(*) from stage_seconds where stage = 'repair' and mode = 'repair'"
+        ),
+        n.to_string()
+    );
+
+    let out = credence()
+        .args(["report", "timed", "--timing", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let table = table.as_array().unwrap();
+    // 2 models x (base, verify, repair), each over every example of the model.
+    assert_eq!(table.len(), 6, "{table:?}");
+    for line in table {
+        assert_eq!(line["examples"].as_u64(), Some((n / 2) as u64), "{line}");
+        assert!(line["mean"].as_f64().unwrap() > 0.0, "{line}");
+    }
+    let mean = |model: &str, mode: &str| {
+        table
+            .iter()
+            .find(|l| l["model"] == model && l["mode"] == mode)
+            .and_then(|l| l["mean"].as_f64())
+            .unwrap_or_else(|| panic!("no {model} {mode} line: {table:?}"))
+    };
+    for model in ["sentence-split", "conjunction-oracle"] {
+        // The same base rows: verify is base plus its parse, embed and verify seconds.
+        assert!(mean(model, "base") < mean(model, "verify"), "{model}");
+    }
+    let text = credence()
+        .args(["report", "timed", "--timing", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = stdout(&text);
+    assert!(text.starts_with("model "), "{text}");
+    assert_eq!(text.lines().count(), 7, "{text}");
+}

@@ -53,7 +53,12 @@ pub fn comparison_pairs(spec: &SweepSpec, dataset: &str) -> Vec<(ModelMode, Mode
     let mut out = Vec::new();
     for model in &spec.models {
         if has(Mode::Base) {
-            for &mode in spec.modes.iter().filter(|&&m| m != Mode::Base) {
+            // `verify` has base's rows: no comparison to make.
+            for &mode in spec
+                .modes
+                .iter()
+                .filter(|&&m| m != Mode::Base && m != Mode::Verify)
+            {
                 out.push((mm(&model.name, mode), mm(&model.name, Mode::Base)));
             }
         }

@@ -23,13 +23,25 @@ pub trait EmbeddingCache: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
-/// Token counts of a generation, when the backend reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a generation cost: token counts when the backend reports them, and the seconds
+/// the model took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TokenUsage {
     /// Tokens in the prompt.
     pub prompt_tokens: Option<u32>,
     /// Tokens generated.
     pub completion_tokens: Option<u32>,
+    /// Seconds the model call took (all its retries included).
+    pub seconds: Option<f64>,
+}
+
+/// A completion found in the generation cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedGeneration {
+    /// The completion.
+    pub completion: String,
+    /// Seconds the model took to generate it, when recorded.
+    pub seconds: Option<f64>,
 }
 
 /// Generations computed once per (model fingerprint, prompt, decoding parameters), with a
@@ -43,7 +55,7 @@ pub trait GenerationCache: Send + Sync {
         model_fingerprint: &str,
         prompt: &str,
         params: &str,
-    ) -> Result<Option<String>, StoreError>;
+    ) -> Result<Option<CachedGeneration>, StoreError>;
 
     /// Stores a completion and its token counts; an entry already present is left as it
     /// is.
@@ -85,7 +97,12 @@ pub struct NoCache;
 
 #[async_trait]
 impl GenerationCache for NoCache {
-    async fn generation(&self, _: &str, _: &str, _: &str) -> Result<Option<String>, StoreError> {
+    async fn generation(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<CachedGeneration>, StoreError> {
         Ok(None)
     }
 

@@ -23,5 +23,6 @@ pub mod stats;
 pub mod store;
 pub mod sweep;
 pub mod telemetry;
+pub mod timing;
 
 pub use domain::{Claim, Example, ExampleResult, Mode};

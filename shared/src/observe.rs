@@ -43,6 +43,11 @@ impl Stage {
         Stage::Store,
     ];
 
+    /// The stage named `name` (its label).
+    pub fn from_name(name: &str) -> Option<Stage> {
+        Stage::EVERY.into_iter().find(|s| s.name() == name)
+    }
+
     /// The `stage` label.
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +60,39 @@ impl Stage {
             Stage::Metrics => "metrics",
             Stage::Store => "store",
         }
+    }
+}
+
+/// Seconds one example spent in each stage of one mode (stored beside the results, never
+/// in them: result rows stay deterministic). A stage that runs on a whole shard at once
+/// (parsing, embedding) gives each of the shard's examples an even share.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimes([f64; Stage::EVERY.len()]);
+
+impl StageTimes {
+    /// Adds `seconds` to `stage`.
+    pub fn add(&mut self, stage: Stage, seconds: f64) {
+        self.0[stage as usize] += seconds;
+    }
+
+    /// Seconds in `stage`.
+    pub fn get(&self, stage: Stage) -> f64 {
+        self.0[stage as usize]
+    }
+
+    /// Adds every stage of `other`.
+    pub fn add_all(&mut self, other: &StageTimes) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
+    /// `(stage, seconds)` of every stage that took any time, in pipeline order.
+    pub fn spent(&self) -> impl Iterator<Item = (Stage, f64)> + '_ {
+        Stage::EVERY
+            .into_iter()
+            .map(|s| (s, self.get(s)))
+            .filter(|&(_, t)| t > 0.0)
     }
 }
 

@@ -5,10 +5,11 @@
 
 mod support;
 
-use credence_shared::cache::{EmbeddingCache, GenerationCache, TokenUsage};
+use credence_shared::cache::{CachedGeneration, EmbeddingCache, GenerationCache, TokenUsage};
 use credence_shared::dataset::LoadedDataset;
 use credence_shared::domain::{Example, ExampleMetrics, ExampleResult, Mode};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
+use credence_shared::observe::{Stage, StageTimes};
 use credence_shared::store::postgres::PgStore;
 use credence_shared::store::{
     Attempt, ConfigRef, PlannedDatasetRecord, RunRecord, Store, StoreError,
@@ -79,6 +80,11 @@ fn results(examples: &[Example], f1: f64) -> Vec<ExampleResult> {
                 n_viol: Some(1),
                 ..ExampleMetrics::default()
             },
+            stage_seconds: {
+                let mut t = StageTimes::default();
+                t.add(Stage::Decompose, f1 + 0.25);
+                t
+            },
         })
         .collect()
 }
@@ -132,6 +138,12 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
         assert!(!again.newly_done && !again.completes_config);
         assert!(!store.mark_running(job, "w2", Attempt::New).await.unwrap());
     }
+    // One stage row per example and job, from the first write.
+    let timings = store.stage_seconds("run").await.unwrap();
+    assert_eq!(timings.len(), 10);
+    assert!(timings
+        .iter()
+        .all(|t| t.stage == Stage::Decompose && t.seconds == 0.75));
     assert_eq!(count(&store, "SELECT count(*) FROM predictions").await, 10);
     assert_eq!(count(&store, "SELECT count(*) FROM results").await, 10);
     assert_eq!(
@@ -315,6 +327,7 @@ async fn coordinator_queries_and_caches() {
             TokenUsage {
                 prompt_tokens: Some(9),
                 completion_tokens: Some(2),
+                seconds: Some(1.5),
             },
         )
         .await
@@ -324,12 +337,11 @@ async fn coordinator_queries_and_caches() {
         .await
         .unwrap();
     assert_eq!(
-        store
-            .generation("m", "p", "greedy")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("A.")
+        store.generation("m", "p", "greedy").await.unwrap(),
+        Some(CachedGeneration {
+            completion: "A.".into(),
+            seconds: Some(1.5),
+        })
     );
     let tokens: (Option<i64>, Option<i64>) = sqlx::query_as(
         "SELECT prompt_tokens, completion_tokens FROM generation_cache WHERE model_fingerprint = 'm'",

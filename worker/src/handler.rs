@@ -16,13 +16,14 @@ use crate::pipeline::metrics::{Scorer, ScorerLoadError, ScoringError, ScoringInp
 use crate::pipeline::modes::{ModeError, ModeRunner};
 use credence_shared::domain::{Example, ExampleResult};
 use credence_shared::job::Job;
-use credence_shared::observe::JobObserver;
+use credence_shared::observe::{JobObserver, Stage};
 use credence_shared::store::{Store, StoreError};
 use credence_shared::sweep::SweepSpec;
 use credence_shared::Claim;
 use futures::stream::{FuturesOrdered, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// Why a job failed.
 #[derive(Debug, thiserror::Error)]
@@ -292,6 +293,8 @@ impl JobHandler {
                 Some(trace) => Some(to_json(trace).map_err(score_error)?),
                 None => None,
             };
+            let mut stage_seconds = outcome.scored.times[i];
+            stage_seconds.add(Stage::Decompose, base.model_seconds.unwrap_or(0.0));
             results.push(ExampleResult {
                 example_id: ex.id.clone(),
                 base_claims: base.claims,
@@ -302,6 +305,7 @@ impl JobHandler {
                 repair_json,
                 error,
                 metrics,
+                stage_seconds,
             });
         }
         Ok(results)
@@ -327,7 +331,14 @@ pub async fn decompose_shard(
     loop {
         while in_flight.len() < window {
             let Some(ex) = queued.next() else { break };
-            in_flight.push_back(decomposer.decompose(&ex.text, context));
+            in_flight.push_back(async move {
+                let clock = Instant::now();
+                let mut outcome = decomposer.decompose(&ex.text, context).await;
+                if let Ok(d) = &mut outcome {
+                    d.model_seconds.get_or_insert(clock.elapsed().as_secs_f64());
+                }
+                outcome
+            });
         }
         match in_flight.next().await {
             Some(outcome) => outcomes.push(outcome),

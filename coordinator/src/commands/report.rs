@@ -4,6 +4,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use credence::report::{self, Format};
 use credence_shared::store::{postgres::PgStore, sqlite::SqliteStore, Store};
+use credence_shared::timing;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,6 +21,14 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "json")]
     format: Format,
+    /// Print the timing table instead: per model and mode, the seconds an example takes
+    /// through the mode's pipeline (mean, std, median) and examples per minute. Run the
+    /// sweep with the `verify` mode for the paper's verifier line.
+    #[arg(long)]
+    timing: bool,
+    /// With --timing: the table as JSON rows.
+    #[arg(long, requires = "timing")]
+    json: bool,
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
@@ -41,6 +50,18 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         };
         if store.run_spec(&args.run).await?.is_none() {
             bail!("no run {:?} in the store", args.run);
+        }
+        if args.timing {
+            let table = timing::table(&store.stage_seconds(&args.run).await?);
+            if table.is_empty() {
+                bail!("run {:?} has no stage timings (its jobs ran before they were recorded, or none finished)", args.run);
+            }
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&table)?);
+            } else {
+                print!("{}", timing::render(&table));
+            }
+            return Ok(ExitCode::SUCCESS);
         }
         let stats = store.run_statistics(&args.run).await?;
         match args.format {

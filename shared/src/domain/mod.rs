@@ -31,6 +31,10 @@ pub type Claim = String;
 pub enum Mode {
     /// One decomposer call.
     Base,
+    /// Base plus the verifier: a line of the paper's timing table, computed from the
+    /// `base` jobs (which run the verifier for the metrics); never a job of its own, so
+    /// a sweep cannot name it.
+    Verify,
     /// Base plus the rule repair tier.
     Repair,
     /// Base plus one LLM self-repair call.
@@ -40,13 +44,23 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Every mode, in the paper's order.
+    /// The paper's four modes, in its order: a sweep's modes when it names none.
     pub const ALL: [Mode; 4] = [Mode::Base, Mode::Repair, Mode::SelfRepair, Mode::All];
+
+    /// Every mode, `verify` (the timing table's line) included.
+    pub const EVERY: [Mode; 5] = [
+        Mode::Base,
+        Mode::Verify,
+        Mode::Repair,
+        Mode::SelfRepair,
+        Mode::All,
+    ];
 
     /// The name used in sweep files, the store and reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Base => "base",
+            Mode::Verify => "verify",
             Mode::Repair => "repair",
             Mode::SelfRepair => "self_repair",
             Mode::All => "all",
@@ -60,7 +74,7 @@ impl fmt::Display for Mode {
     }
 }
 
-/// Error for a mode name that is not one of the four.
+/// Error for a mode name that is not one of the four a sweep can run.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("unknown mode {0:?}; expected base, repair, self_repair, all")]
 pub struct UnknownMode(pub String);
@@ -102,6 +116,10 @@ pub struct ExampleResult {
     pub error: Option<String>,
     /// The example's metrics.
     pub metrics: ExampleMetrics,
+    /// Seconds per stage (the `stage_seconds` table, for the timing table; not part of
+    /// the result rows, which stay deterministic). Never serialised.
+    #[serde(skip)]
+    pub stage_seconds: crate::observe::StageTimes,
 }
 
 #[cfg(test)]

@@ -318,4 +318,34 @@ pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
     /// Mean metrics per model x dataset x mode over the given jobs' results, in plan
     /// order (models, datasets and modes in the order they first appear in `jobs`).
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError>;
+
+    /// Every `stage_seconds` row of a run (the timing table's input).
+    async fn stage_seconds(&self, run_id: &str)
+        -> Result<Vec<crate::timing::StageRow>, StoreError>;
+}
+
+/// A `stage_seconds` row read back from either engine.
+pub(crate) fn stage_row(
+    model: String,
+    dataset: String,
+    mode: &str,
+    example_id: String,
+    stage: &str,
+    seconds: f64,
+) -> Result<crate::timing::StageRow, StoreError> {
+    let corrupt = |message: String| StoreError::Corrupt {
+        what: "stage_seconds",
+        message,
+    };
+    Ok(crate::timing::StageRow {
+        model,
+        dataset,
+        mode: mode
+            .parse()
+            .map_err(|e: crate::domain::UnknownMode| corrupt(e.to_string()))?,
+        example_id,
+        stage: crate::observe::Stage::from_name(stage)
+            .ok_or_else(|| corrupt(format!("unknown stage {stage:?}")))?,
+        seconds,
+    })
 }

@@ -489,6 +489,25 @@ impl Store for PgStore {
             .map_err(StoreError::query("commit aggregation"))
     }
 
+    async fn stage_seconds(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<crate::timing::StageRow>, StoreError> {
+        let rows: Vec<(String, String, String, String, String, f64)> = sqlx::query_as(
+            "SELECT model, dataset, mode, example_id, stage, seconds FROM stage_seconds
+             WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::query("stage seconds"))?;
+        rows.into_iter()
+            .map(|(model, dataset, mode, example, stage, seconds)| {
+                super::stage_row(model, dataset, &mode, example, &stage, seconds)
+            })
+            .collect()
+    }
+
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
         let (means_sql, counts_sql) = views::summary_sql("SELECT unnest($1::text[])");
@@ -598,5 +617,32 @@ async fn insert_results(
     .execute(&mut *tx)
     .await
     .map_err(StoreError::query("insert metric values"))?;
+    let mut example_ids: Vec<&str> = Vec::new();
+    let mut stages: Vec<&str> = Vec::new();
+    let mut seconds: Vec<f64> = Vec::new();
+    for r in results {
+        for (stage, s) in r.stage_seconds.spent() {
+            example_ids.push(&r.example_id);
+            stages.push(stage.name());
+            seconds.push(s);
+        }
+    }
+    sqlx::query(
+        "INSERT INTO stage_seconds (job_key, example_id, run_id, model, dataset, mode, stage, seconds)
+         SELECT $1, t.example_id, $2, $3, $4, $5, t.stage, t.seconds
+         FROM UNNEST($6::text[], $7::text[], $8::float8[]) AS t(example_id, stage, seconds)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&job.key)
+    .bind(&job.run_id)
+    .bind(&job.model)
+    .bind(&job.dataset)
+    .bind(job.mode.as_str())
+    .bind(&example_ids)
+    .bind(&stages)
+    .bind(&seconds)
+    .execute(&mut *tx)
+    .await
+    .map_err(StoreError::query("insert stage seconds"))?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use super::{
     StoreError, SummaryRow,
 };
 use crate::aggregation::Aggregation;
-use crate::cache::{EmbeddingCache, GenerationCache, TokenUsage};
+use crate::cache::{CachedGeneration, EmbeddingCache, GenerationCache, TokenUsage};
 use crate::domain::{Example, ExampleResult};
 use crate::job::Job;
 use crate::stats::ConfigValues;
@@ -294,6 +294,37 @@ impl Store for SqliteStore {
                 .await
                 .map_err(StoreError::query("insert metric values"))?;
         }
+        let stage_rows: Vec<(&str, &str, f64)> = results
+            .iter()
+            .flat_map(|r| {
+                r.stage_seconds
+                    .spent()
+                    .map(move |(stage, s)| (r.example_id.as_str(), stage.name(), s))
+            })
+            .collect();
+        for chunk in stage_rows.chunks(METRIC_ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO stage_seconds (job_key, example_id, run_id, model, dataset, mode,
+                     stage, seconds) VALUES {}
+                 ON CONFLICT DO NOTHING",
+                vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (example_id, stage, seconds) in chunk {
+                q = q
+                    .bind(&job.key)
+                    .bind(*example_id)
+                    .bind(&job.run_id)
+                    .bind(&job.model)
+                    .bind(&job.dataset)
+                    .bind(job.mode.as_str())
+                    .bind(*stage)
+                    .bind(*seconds);
+            }
+            q.execute(&mut *tx)
+                .await
+                .map_err(StoreError::query("insert stage seconds"))?;
+        }
         let newly_done = sqlx::query(
             "UPDATE jobs SET state = 'done', error = NULL,
                  finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
@@ -416,6 +447,25 @@ impl Store for SqliteStore {
             .map_err(StoreError::query("commit aggregation"))
     }
 
+    async fn stage_seconds(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<crate::timing::StageRow>, StoreError> {
+        let rows: Vec<(String, String, String, String, String, f64)> = sqlx::query_as(
+            "SELECT model, dataset, mode, example_id, stage, seconds FROM stage_seconds
+             WHERE run_id = ?",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::query("stage seconds"))?;
+        rows.into_iter()
+            .map(|(model, dataset, mode, example, stage, seconds)| {
+                super::stage_row(model, dataset, &mode, example, &stage, seconds)
+            })
+            .collect()
+    }
+
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
         let keys = to_json(&keys);
@@ -496,9 +546,9 @@ impl GenerationCache for SqliteStore {
         model_fingerprint: &str,
         prompt: &str,
         params: &str,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<CachedGeneration>, StoreError> {
         let row = sqlx::query(
-            "SELECT completion FROM generation_cache
+            "SELECT completion, seconds FROM generation_cache
              WHERE model_fingerprint = ? AND prompt_sha256 = ? AND params = ?",
         )
         .bind(model_fingerprint)
@@ -507,7 +557,10 @@ impl GenerationCache for SqliteStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(StoreError::query("generation cache lookup"))?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(row.map(|r| CachedGeneration {
+            completion: r.get(0),
+            seconds: r.get(1),
+        }))
     }
 
     async fn put_generation(
@@ -520,8 +573,8 @@ impl GenerationCache for SqliteStore {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion,
-                 prompt_tokens, completion_tokens)
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                 prompt_tokens, completion_tokens, seconds)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         )
         .bind(model_fingerprint)
         .bind(sha256_hex(prompt))
@@ -530,6 +583,7 @@ impl GenerationCache for SqliteStore {
         .bind(completion)
         .bind(usage.prompt_tokens.map(i64::from))
         .bind(usage.completion_tokens.map(i64::from))
+        .bind(usage.seconds)
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("insert generation"))?;

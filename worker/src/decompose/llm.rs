@@ -99,6 +99,7 @@ impl Decomposer for LlmDecomposer {
             llm_calls: 1,
             completion: Some(generated.text),
             parse_failed: Some(parsed.parse_failed),
+            model_seconds: Some(generated.seconds),
         })
     }
 }

@@ -85,6 +85,10 @@ pub struct Decomposition {
     /// Whether the answer held no claim the prompt's parser could read (none for the
     /// baselines).
     pub parse_failed: Option<bool>,
+    /// Seconds the decomposition took: the model's generation time, also when the
+    /// answer came from the cache (what it cost then). A baseline leaves it `None`, and
+    /// [`crate::handler::decompose_shard`] fills in the call's own time.
+    pub model_seconds: Option<f64>,
 }
 
 /// What a decomposition may use besides the sentence: the generation cache (the

@@ -104,7 +104,7 @@ impl GenerationCache for FlakyStore {
         model_fingerprint: &str,
         prompt: &str,
         params: &str,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<credence_shared::cache::CachedGeneration>, StoreError> {
         self.inner
             .generation(model_fingerprint, prompt, params)
             .await
@@ -201,6 +201,13 @@ impl Store for FlakyStore {
     async fn write_aggregation(&self, aggregation: &StoreAggregation) -> Result<(), StoreError> {
         self.inner.write_aggregation(aggregation).await
     }
+    async fn stage_seconds(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_shared::timing::StageRow>, StoreError> {
+        self.inner.stage_seconds(run_id).await
+    }
+
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         self.inner.summary(jobs).await
     }

@@ -9,7 +9,7 @@
 //! retries), and the next caller takes the generation over.
 
 use super::{ChatRequest, GenerateError, Generator};
-use credence_shared::cache::{GenerationCache, TokenUsage};
+use credence_shared::cache::{CachedGeneration, GenerationCache, TokenUsage};
 use credence_shared::store::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,8 +34,20 @@ pub struct Generated {
     pub cached: bool,
     /// Token counts of a fresh generation.
     pub usage: TokenUsage,
-    /// Seconds the model call took (0 when cached).
+    /// Seconds the model took to generate it, also when it came from the cache (what it
+    /// cost then; 0 when the cache did not record it).
     pub seconds: f64,
+}
+
+impl Generated {
+    fn cached(hit: CachedGeneration) -> Self {
+        Generated {
+            text: hit.completion,
+            cached: true,
+            usage: TokenUsage::default(),
+            seconds: hit.seconds.unwrap_or(0.0),
+        }
+    }
 }
 
 /// A generation that could not be had.
@@ -104,13 +116,8 @@ impl GenerateOnce {
         let ttl = self.generator.worst_case() + Duration::from_secs(30);
         let mut poll = self.poll;
         loop {
-            if let Some(text) = cache.generation(fingerprint, prompt, params).await? {
-                return Ok(Generated {
-                    text,
-                    cached: true,
-                    usage: TokenUsage::default(),
-                    seconds: 0.0,
-                });
+            if let Some(hit) = cache.generation(fingerprint, prompt, params).await? {
+                return Ok(Generated::cached(hit));
             }
             // A holder per attempt, so that two callers of one process never share one.
             let holder = uuid::Uuid::new_v4().to_string();
@@ -121,14 +128,9 @@ impl GenerateOnce {
                 // The holder before us may have stored the completion and released the
                 // lease between our lookup and our lease: look once more, now that nobody
                 // else can be generating it.
-                if let Some(text) = cache.generation(fingerprint, prompt, params).await? {
+                if let Some(hit) = cache.generation(fingerprint, prompt, params).await? {
                     release(cache, fingerprint, prompt, params, &holder).await?;
-                    return Ok(Generated {
-                        text,
-                        cached: true,
-                        usage: TokenUsage::default(),
-                        seconds: 0.0,
-                    });
+                    return Ok(Generated::cached(hit));
                 }
                 let generated = self.generator.generate(request).await;
                 let stored = match &generated {
@@ -136,6 +138,7 @@ impl GenerateOnce {
                         let usage = TokenUsage {
                             prompt_tokens: c.prompt_tokens,
                             completion_tokens: c.completion_tokens,
+                            seconds: Some(c.elapsed.as_secs_f64()),
                         };
                         cache
                             .put_generation(fingerprint, prompt, params, &c.text, usage)

@@ -15,6 +15,7 @@ use credence_shared::metrics::semantic::{
     semantic_f1, semantic_f1_hungarian, semantic_f1_tanimoto, semantic_f1_thresholded, CosineMatrix,
 };
 use credence_shared::metrics::soft_f1::{jaccard_f1, SoftF1};
+use credence_shared::observe::{Stage, StageTimes};
 use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
 use credence_shared::Claim;
 use std::collections::HashMap;
@@ -63,6 +64,9 @@ pub struct ScoredShard {
     pub examples: Vec<Scored>,
     /// Seconds per stage (never stored with results: rows stay deterministic).
     pub seconds: StageSeconds,
+    /// Seconds per example and stage: parsing and embedding (done for the shard at
+    /// once) in even shares, verifying and the metrics as each example took them.
+    pub times: Vec<StageTimes>,
 }
 
 /// Why scoring failed.
@@ -176,9 +180,15 @@ impl Scorer {
         };
         let embed = clock.elapsed().as_secs_f64();
         let clock = Instant::now();
+        let share = |seconds: f64| seconds / inputs.len().max(1) as f64;
+        let mut times = Vec::with_capacity(inputs.len());
         let examples = inputs
             .iter()
             .map(|input| {
+                let mut t = StageTimes::default();
+                t.add(Stage::Parse, share(parse));
+                t.add(Stage::Embed, share(embed));
+                let verifying = Instant::now();
                 let claim_docs: Vec<Doc> = input
                     .claims
                     .iter()
@@ -205,6 +215,8 @@ impl Scorer {
                     &claim_docs,
                     cosines.as_ref().map(|(cc, _)| cc),
                 );
+                t.add(Stage::Verify, verifying.elapsed().as_secs_f64());
+                let measuring = Instant::now();
                 let mut metrics = verifier_metrics(input.claims.len(), &report);
                 set_soft_f1(
                     &mut metrics,
@@ -214,6 +226,8 @@ impl Scorer {
                 if let Some((_, refs)) = &cosines {
                     set_semantic_metrics(&mut metrics, refs);
                 }
+                t.add(Stage::Metrics, measuring.elapsed().as_secs_f64());
+                times.push(t);
                 Scored { metrics, report }
             })
             .collect();
@@ -224,6 +238,7 @@ impl Scorer {
                 embed,
                 verify: clock.elapsed().as_secs_f64(),
             },
+            times,
         })
     }
 

@@ -18,8 +18,10 @@ use super::verify::VerifierReport;
 use crate::decompose::LlmHandle;
 use credence_shared::cache::{EmbeddingCache, GenerationCache};
 use credence_shared::domain::{Example, Mode};
+use credence_shared::observe::{Stage, StageTimes};
 use credence_shared::Claim;
 use serde::Serialize;
+use std::time::Instant;
 
 /// What one example went through in its mode (stored as JSON in `repair`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -135,10 +137,16 @@ impl ModeRunner<'_> {
         let mut tier_calls = vec![0u32; n];
         let mut scored = scored_base;
         let pipeline_version = match mode {
-            Mode::Base => versions::BASE.to_string(),
+            // `verify` is never a job (it is the timing table's line computed from
+            // `base`'s); were it asked for, it is the base with its report.
+            Mode::Base | Mode::Verify => versions::BASE.to_string(),
             Mode::Repair => {
                 let all: Vec<usize> = (0..n).collect();
-                let actions = self.rule_tier(examples, &mut claims, &scored, &all).await?;
+                let mut times = std::mem::take(&mut scored.times);
+                let actions = self
+                    .rule_tier(examples, &mut claims, &scored, &mut times, &all)
+                    .await?;
+                scored.times = times;
                 for (i, a) in all.into_iter().zip(actions) {
                     traces[i] = Some(ModeTrace {
                         rule: Some(a),
@@ -187,9 +195,11 @@ impl ModeRunner<'_> {
                         opened.push(i);
                     }
                 }
+                let mut times = std::mem::take(&mut scored.times);
                 let actions = self
-                    .rule_tier(examples, &mut claims, &scored, &opened)
+                    .rule_tier(examples, &mut claims, &scored, &mut times, &opened)
                     .await?;
+                scored.times = times;
                 for (&i, a) in opened.iter().zip(actions) {
                     if let Some(t) = traces[i].as_mut() {
                         t.rule = Some(a);
@@ -241,11 +251,13 @@ impl ModeRunner<'_> {
         examples: &[Example],
         claims: &mut [Vec<Claim>],
         scored: &ScoredShard,
+        times: &mut [StageTimes],
         which: &[usize],
     ) -> Result<Vec<Vec<RepairAction>>, ModeError> {
         let tools = self.scorer.tools(self.embeddings);
         let mut actions = Vec::with_capacity(which.len());
         for &i in which {
+            let clock = Instant::now();
             let source = self.scorer.nlp.analyze(&examples[i].text);
             let docs = self.scorer.nlp.analyze_batch(&claims[i]);
             let out = self
@@ -263,6 +275,7 @@ impl ModeRunner<'_> {
                 .map_err(|e| ModeError::Rule(e.to_string()))?;
             claims[i] = out.claims;
             actions.push(out.actions);
+            times[i].add(Stage::Repair, clock.elapsed().as_secs_f64());
         }
         Ok(actions)
     }
@@ -295,6 +308,7 @@ impl ModeRunner<'_> {
         };
         let mut replaced = Vec::new();
         for &i in which {
+            let clock = Instant::now();
             let docs = self.scorer.nlp.analyze_batch(&claims[i]);
             let findings = self_repair::findings(&scored.examples[i].report, &claims[i], &docs);
             let out = self_repair::self_repair(
@@ -305,6 +319,10 @@ impl ModeRunner<'_> {
                 &findings,
             )
             .await?;
+            scored.times[i].add(
+                Stage::SelfRepair,
+                clock.elapsed().as_secs_f64() + out.cached_seconds,
+            );
             tier_calls[i] += 1;
             if out.outcome == SelfRepairOutcome::Replaced {
                 replaced.push(i);
@@ -352,8 +370,9 @@ impl ModeRunner<'_> {
             })
             .collect();
         let again = self.scorer.score(self.embeddings, &inputs).await?;
-        for (&i, s) in which.iter().zip(again.examples) {
+        for ((&i, s), t) in which.iter().zip(again.examples).zip(&again.times) {
             scored.examples[i] = s;
+            scored.times[i].add_all(t);
         }
         add_seconds(&mut scored.seconds, again.seconds);
         Ok(())

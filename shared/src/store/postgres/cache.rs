@@ -2,7 +2,7 @@
 //! fingerprint and content hash, first write wins.
 
 use super::{sha256_hex, PgStore};
-use crate::cache::{EmbeddingCache, GenerationCache, TokenUsage};
+use crate::cache::{CachedGeneration, EmbeddingCache, GenerationCache, TokenUsage};
 use crate::store::StoreError;
 use async_trait::async_trait;
 use sqlx::Row;
@@ -70,9 +70,9 @@ impl GenerationCache for PgStore {
         model_fingerprint: &str,
         prompt: &str,
         params: &str,
-    ) -> Result<Option<String>, StoreError> {
-        sqlx::query_scalar(
-            "SELECT completion FROM generation_cache
+    ) -> Result<Option<CachedGeneration>, StoreError> {
+        let row = sqlx::query(
+            "SELECT completion, seconds FROM generation_cache
              WHERE model_fingerprint = $1 AND prompt_sha256 = $2 AND params = $3",
         )
         .bind(model_fingerprint)
@@ -80,7 +80,11 @@ impl GenerationCache for PgStore {
         .bind(params)
         .fetch_optional(&self.pool)
         .await
-        .map_err(StoreError::query("generation cache lookup"))
+        .map_err(StoreError::query("generation cache lookup"))?;
+        Ok(row.map(|r| CachedGeneration {
+            completion: r.get(0),
+            seconds: r.get(1),
+        }))
     }
 
     async fn put_generation(
@@ -93,8 +97,8 @@ impl GenerationCache for PgStore {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO generation_cache (model_fingerprint, prompt_sha256, params, prompt, completion,
-                 prompt_tokens, completion_tokens)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                 prompt_tokens, completion_tokens, seconds)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
         )
         .bind(model_fingerprint)
         .bind(sha256_hex(prompt))
@@ -103,6 +107,7 @@ impl GenerationCache for PgStore {
         .bind(completion)
         .bind(usage.prompt_tokens.map(i64::from))
         .bind(usage.completion_tokens.map(i64::from))
+        .bind(usage.seconds)
         .execute(&self.pool)
         .await
         .map_err(StoreError::query("insert generation"))?;

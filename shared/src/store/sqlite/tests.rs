@@ -68,8 +68,15 @@ fn results(job: &Job, examples: &[Example], f1: f64) -> Vec<ExampleResult> {
                 jaccard_f1: Some(f1),
                 ..Default::default()
             },
+            stage_seconds: decompose_seconds(f1 + 0.25),
         })
         .collect()
+}
+
+fn decompose_seconds(seconds: f64) -> crate::observe::StageTimes {
+    let mut t = crate::observe::StageTimes::default();
+    t.add(crate::observe::Stage::Decompose, seconds);
+    t
 }
 
 async fn count(store: &SqliteStore, table: &str) -> i64 {
@@ -116,6 +123,14 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
             .unwrap();
         assert_eq!(again, JobCommit::default());
         assert!(!store.mark_running(job, "w2", Attempt::New).await.unwrap());
+    }
+    // One stage row per example and job, from the first write.
+    let timings = store.stage_seconds("run").await.unwrap();
+    assert_eq!(timings.len(), 10);
+    for t in &timings {
+        assert_eq!(t.stage, crate::observe::Stage::Decompose);
+        let f1 = if t.mode == Mode::Base { 0.5 } else { 1.0 };
+        assert_eq!(t.seconds, f1 + 0.25, "{t:?}");
     }
     let config = ConfigRef::of(&jobs[0]);
     let first = crate::aggregation::aggregate_config(&store, &config)
@@ -238,8 +253,8 @@ async fn caches_round_trip() {
             .generation("m", "p", "greedy")
             .await
             .unwrap()
-            .as_deref(),
-        Some("A.\nB.")
+            .map(|g| g.completion),
+        Some("A.\nB.".to_string())
     );
     assert_eq!(store.generation("m", "p", "t=0.7").await.unwrap(), None);
 

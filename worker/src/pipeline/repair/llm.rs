@@ -48,6 +48,10 @@ pub struct SelfRepaired {
     pub claims: Vec<Claim>,
     /// What happened.
     pub outcome: SelfRepairOutcome,
+    /// What the generation cost when it was made, if it came from the cache (0 when it
+    /// was made by this call, whose own time then holds it): the tier's time in the
+    /// timing table is the call's time plus this.
+    pub cached_seconds: f64,
 }
 
 /// Why the tier could not run (the job fails; an unusable answer is not this).
@@ -167,16 +171,26 @@ pub async fn self_repair(
     let kept = |outcome| SelfRepaired {
         claims: claims.to_vec(),
         outcome,
+        cached_seconds: 0.0,
     };
     match llm.once.generate(cache, VERSION, &request).await {
         Ok(generated) => {
             let parsed = prompt::parse(PromptKind::Credence, &generated.text);
+            let cached_seconds = if generated.cached {
+                generated.seconds
+            } else {
+                0.0
+            };
             if parsed.parse_failed {
-                Ok(kept(SelfRepairOutcome::KeptUnparseable))
+                Ok(SelfRepaired {
+                    cached_seconds,
+                    ..kept(SelfRepairOutcome::KeptUnparseable)
+                })
             } else {
                 Ok(SelfRepaired {
                     claims: parsed.claims,
                     outcome: SelfRepairOutcome::Replaced,
+                    cached_seconds,
                 })
             }
         }
