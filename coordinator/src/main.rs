@@ -44,6 +44,9 @@ enum Command {
     /// The CREDENCE verifier: atomicity, entities, repetition, self-containment and
     /// modality of claims against their source; or atomicity of a JSONL file of claims.
     Verify(commands::verify::VerifyArgs),
+    /// The rule repair tier on one source and its claims: the steps it takes and the
+    /// verifier's findings before and after.
+    Repair(commands::repair::RepairArgs),
     /// A run's statistics (means with 95% intervals, paired comparisons) as JSON.
     Report(commands::report::ReportArgs),
     /// Bootstrap checks: export an index matrix, time the bootstrap.
@@ -67,6 +70,7 @@ fn main() -> std::process::ExitCode {
         Command::Nlp(args) => commands::nlp::run(args),
         Command::BenchPipeline(args) => commands::bench_pipeline::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Repair(args) => commands::repair::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Stats(args) => commands::stats::run(args),
     };

@@ -23,8 +23,17 @@ fn models() -> Option<PathBuf> {
 
 /// Runs `credence verify ARGS` in `dir` with the models folder; (success, stdout, stderr).
 fn verify(models: &Path, dir: &Path, args: &[&str]) -> (bool, String, String) {
+    credence(models, dir, "verify", args)
+}
+
+/// Runs `credence repair ARGS` in `dir` with the models folder; (success, stdout, stderr).
+fn repair(models: &Path, dir: &Path, args: &[&str]) -> (bool, String, String) {
+    credence(models, dir, "repair", args)
+}
+
+fn credence(models: &Path, dir: &Path, command: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_credence"))
-        .arg("verify")
+        .arg(command)
         .args(args)
         .env("CREDENCE_MODELS_DIR", models)
         .current_dir(dir)
@@ -178,4 +187,73 @@ fn bad_lines_and_arguments_are_errors() {
     let (ok, _, stderr) = verify(&models, dir.path(), &["--claims", "missing.jsonl"]);
     assert!(!ok);
     assert!(stderr.contains("missing.jsonl"), "{stderr}");
+}
+
+#[test]
+fn repair_replaces_the_pronoun_and_reports_before_and_after() {
+    let Some(models) = models() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--source", S, "--claim", C1, "--claim", C2];
+    let (ok, stdout, stderr) = repair(&models, dir.path(), &[&args[..], &["--json"]].concat());
+    assert!(ok, "{stderr}");
+    assert_eq!(stderr, "");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
+    assert_eq!(
+        v["repaired"],
+        serde_json::json!([
+            C1,
+            "Albert Einstein received the Nobel Prize in Physics in 1921."
+        ])
+    );
+    assert_eq!(v["actions"][0]["step"], "pronoun", "{v}");
+    assert_eq!(v["actions"][0]["claim"], 1, "{v}");
+    assert_eq!(v["actions"].as_array().map(Vec::len), Some(1), "{v}");
+    // The unresolved pronoun is flagged before and gone after; every entity kept.
+    assert_ne!(
+        v["before"]["self_containment"],
+        serde_json::json!([]),
+        "{v}"
+    );
+    assert_eq!(v["after"]["self_containment"], serde_json::json!([]), "{v}");
+    assert_eq!(v["after"]["avr"], 0.0);
+    assert_eq!(v["after"]["entities"]["epr"], 1.0);
+    assert_eq!(v["pipeline_version"], "rule-1");
+
+    let (ok, text, _) = repair(&models, dir.path(), &args);
+    assert!(ok);
+    assert!(text.contains("\"step\":\"pronoun\""), "{text}");
+    assert!(
+        text.contains("2. Albert Einstein received the Nobel Prize in Physics in 1921."),
+        "{text}"
+    );
+}
+
+#[test]
+fn repair_splits_a_compound_claim_and_leaves_an_atomic_one_alone() {
+    let Some(models) = models() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = "The bridge collapsed and the road was blocked.";
+    let (ok, stdout, stderr) = repair(
+        &models,
+        dir.path(),
+        &["--source", s, "--claim", s, "--json"],
+    );
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
+    assert_eq!(
+        v["repaired"],
+        serde_json::json!(["The bridge collapsed.", "The road was blocked."])
+    );
+    assert_eq!(v["actions"][0]["step"], "split", "{v}");
+    assert_eq!(v["after"]["n_viol"], 0);
+
+    let s = "Paris and Berlin are capitals.";
+    let (ok, text, stderr) = repair(&models, dir.path(), &["--source", s, "--claim", s]);
+    assert!(ok, "{stderr}");
+    assert!(text.contains("the rule tier changed nothing"), "{text}");
+
+    // A claim is required.
+    let (ok, _, stderr) = repair(&models, dir.path(), &["--source", s]);
+    assert!(!ok);
+    assert!(stderr.contains("--claim"), "{stderr}");
 }

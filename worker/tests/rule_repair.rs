@@ -396,4 +396,60 @@ mod tier {
             );
         }
     }
+
+    /// One case of `tests/fixtures/repair_cases.jsonl`.
+    #[derive(serde::Deserialize)]
+    struct Case {
+        source: String,
+        claims: Vec<String>,
+        /// The claims after one rule pass.
+        expected: Vec<String>,
+        /// The steps taken, in order (`split`, `pronoun`, `inject`, `dedup`).
+        steps: Vec<String>,
+    }
+
+    /// Further repair cases with expected outputs (issue 17): splits of every boundary
+    /// kind, pronouns, injected entities, duplicates, and claims left alone.
+    #[tokio::test]
+    async fn the_repair_cases_give_their_expected_claims_and_steps() {
+        let Some(s) = setup().await else { return };
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/repair_cases.jsonl"
+        );
+        let text = std::fs::read_to_string(path).expect("the cases file");
+        let mut failures = Vec::new();
+        let mut n = 0;
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let case: Case =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{path}:{}: {e}", i + 1));
+            n += 1;
+            let claims: Vec<&str> = case.claims.iter().map(String::as_str).collect();
+            let (got, actions, _) = repair(&s, &case.source, &claims).await;
+            let steps: Vec<String> = actions
+                .iter()
+                .map(|a| {
+                    serde_json::to_value(a).unwrap()["step"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            if got != case.expected || steps != case.steps {
+                failures.push(format!(
+                    "{path}:{}: {:?}\n  got {got:?} by {steps:?}\n  expected {:?} by {:?}",
+                    i + 1,
+                    case.source,
+                    case.expected,
+                    case.steps
+                ));
+            }
+        }
+        assert!(n >= 30, "{n} cases");
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
 }

@@ -96,23 +96,8 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
         .block_on(decomposer.decompose(&args.sentence, &DecomposeContext::standalone()))
         .with_context(|| format!("decomposing with {:?}", spec.name))?;
     if let Some(mode) = args.mode {
-        let verifier = match &args.sweep {
-            Some(path) => sweep::load(path)?.verifier,
-            None => VerifierSettings::default(),
-        };
-        let encoder = (!args.no_encoder).then(|| EncoderSpec {
-            preset: args.encoder.clone(),
-            path: None,
-            batch_size: 64,
-        });
-        let scorer = Scorer::load(&NlpSpec::default(), encoder.as_ref(), &verifier)
-            .context("loading the parser and encoder")?;
-        let example = Example {
-            id: "sentence".into(),
-            text: args.sentence.clone(),
-            references: Vec::new(),
-            meta: Default::default(),
-        };
+        let scorer = load_scorer(args.sweep.as_deref(), &args.encoder, args.no_encoder)?;
+        let example = one_example("sentence", &args.sentence);
         let base = vec![out.claims.clone()];
         let outcome = runtime.block_on(async {
             let inputs = [ScoringInput {
@@ -195,6 +180,36 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The parser, verifier, rule tier and (unless `no_encoder`) the encoder preset, with the
+/// `[verifier]` settings of `sweep` if given: what a one-sentence command scores with.
+pub(crate) fn load_scorer(
+    sweep: Option<&std::path::Path>,
+    encoder: &str,
+    no_encoder: bool,
+) -> anyhow::Result<Scorer> {
+    let verifier = match sweep {
+        Some(path) => sweep::load(path)?.verifier,
+        None => VerifierSettings::default(),
+    };
+    let encoder = (!no_encoder).then(|| EncoderSpec {
+        preset: encoder.to_string(),
+        path: None,
+        batch_size: 64,
+    });
+    Scorer::load(&NlpSpec::default(), encoder.as_ref(), &verifier)
+        .context("loading the parser and encoder (or pass --no-encoder)")
+}
+
+/// One sentence as an example without references.
+pub(crate) fn one_example(id: &str, text: &str) -> Example {
+    Example {
+        id: id.into(),
+        text: text.to_string(),
+        references: Vec::new(),
+        meta: Default::default(),
+    }
 }
 
 /// The model the arguments name, with the overrides applied.

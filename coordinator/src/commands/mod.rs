@@ -8,6 +8,7 @@ pub mod decompose;
 pub mod dlq;
 pub mod embed;
 pub mod nlp;
+pub mod repair;
 pub mod report;
 pub mod run;
 mod signals;
