@@ -396,7 +396,8 @@ fn is_closing(text: &str) -> bool {
 }
 
 /// Trims leftover connectives and punctuation at either end, capitalises the first
-/// letter and ends the claim with a full stop (keeping `!` or `?`).
+/// letter (unless the first word is a name written with a lower-case first letter, such
+/// as "iPhone" or "mRNA") and ends the claim with a full stop (keeping `!` or `?`).
 pub(crate) fn tidy(text: &str) -> Option<String> {
     let mut words: Vec<&str> = text.split_whitespace().collect();
     const LEADING: [&str; 10] = [
@@ -423,13 +424,49 @@ pub(crate) fn tidy(text: &str) -> Option<String> {
         return None;
     }
     let mut out = String::with_capacity(s.len() + 1);
-    let mut chars = s.chars();
-    if let Some(c) = chars.next() {
-        out.extend(c.to_uppercase());
+    let first_word = s.split_whitespace().next().unwrap_or_default();
+    if first_word.chars().skip(1).any(char::is_uppercase) {
+        out.push_str(&s);
+    } else {
+        let mut chars = s.chars();
+        if let Some(c) = chars.next() {
+            out.extend(c.to_uppercase());
+        }
+        out.push_str(chars.as_str());
     }
-    out.push_str(chars.as_str());
     if !out.ends_with(['.', '!', '?']) {
         out.push('.');
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tidy;
+
+    #[test]
+    fn tidy_capitalises_trims_and_ends_with_a_stop() {
+        assert_eq!(
+            tidy("and the road was blocked ,").as_deref(),
+            Some("The road was blocked.")
+        );
+        assert_eq!(
+            tidy("why did it fall ?").as_deref(),
+            Some("Why did it fall?")
+        );
+        assert_eq!(tidy(" , .").as_deref(), None);
+    }
+
+    #[test]
+    fn tidy_keeps_a_name_that_starts_in_lower_case() {
+        assert_eq!(
+            tidy("iPhone changed the industry").as_deref(),
+            Some("iPhone changed the industry.")
+        );
+        assert_eq!(
+            tidy("mRNA vaccines were approved").as_deref(),
+            Some("mRNA vaccines were approved.")
+        );
+        assert_eq!(tidy("ebay grew").as_deref(), Some("Ebay grew."));
+    }
 }
