@@ -258,3 +258,34 @@ impl JobObserver for Recorder {
         self.lock().push(Observed::CurrentModel(model.into()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `StageTimes` indexes its array by the enum's discriminant: it must be the stage's
+    /// place in `Stage::EVERY`, and every name must read back.
+    #[test]
+    fn stage_times_index_by_pipeline_order() {
+        for (i, stage) in Stage::EVERY.into_iter().enumerate() {
+            assert_eq!(stage as usize, i, "{stage:?}");
+            assert_eq!(Stage::from_name(stage.name()), Some(stage));
+        }
+        let mut t = StageTimes::default();
+        t.add(Stage::Embed, 0.5);
+        t.add(Stage::Embed, 0.25);
+        t.add(Stage::Decompose, 1.0);
+        let mut u = StageTimes::default();
+        u.add(Stage::Store, 2.0);
+        t.add_all(&u);
+        assert_eq!(
+            t.spent().collect::<Vec<_>>(),
+            [
+                (Stage::Decompose, 1.0),
+                (Stage::Embed, 0.75),
+                (Stage::Store, 2.0)
+            ]
+        );
+        assert_eq!(Stage::from_name("nap"), None);
+    }
+}
