@@ -49,6 +49,9 @@ enum Command {
     Repair(commands::repair::RepairArgs),
     /// A run's statistics (means with 95% intervals, paired comparisons) as JSON.
     Report(commands::report::ReportArgs),
+    /// Audits of a finished run: the rule tier's convergence over k passes (T1-T4, "P2
+    /// better"), and the gating false negatives.
+    Audit(commands::audit::AuditArgs),
     /// Bootstrap checks: export an index matrix, time the bootstrap.
     #[command(hide = true)]
     Stats(commands::stats::StatsArgs),
@@ -72,6 +75,7 @@ fn main() -> std::process::ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Repair(args) => commands::repair::run(args),
         Command::Report(args) => commands::report::run(args),
+        Command::Audit(args) => commands::audit::run(args),
         Command::Stats(args) => commands::stats::run(args),
     };
     match result {

@@ -383,4 +383,95 @@ fn the_timing_table_has_a_line_per_model_and_mode() {
     let text = stdout(&text);
     assert!(text.starts_with("model "), "{text}");
     assert_eq!(text.lines().count(), 7, "{text}");
+
+    audits_agree_with_the_stored_modes(&db, n);
+}
+
+/// `credence audit` on the finished base + repair run: the convergence audit's first pass
+/// is the repair mode again (one pass, the same parser, encoder and settings), the tier's
+/// guard keeps n_viol and EPR from getting worse, and the gating table counts the
+/// examples whose repair claims equal their base claims.
+fn audits_agree_with_the_stored_modes(db: &Path, n: usize) {
+    let out = credence()
+        .args([
+            "audit",
+            "convergence",
+            "timed",
+            "--passes",
+            "3",
+            "--json",
+            "--db",
+        ])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        let model = row["model"].as_str().unwrap();
+        assert_eq!(row["n"].as_u64(), Some((n / 2) as u64), "{model}");
+        let passes = row["per_pass"].as_array().unwrap();
+        assert_eq!(passes.len(), 4, "{model}");
+        for (pass, mode) in [(0, "base"), (1, "repair")] {
+            for metric in ["avr", "epr", "rr", "semantic_f1"] {
+                let stored: f64 = sql(
+                    db,
+                    &format!(
+                        "select avg({metric}) from results where model = '{model}' and mode = '{mode}'"
+                    ),
+                )
+                .parse()
+                .unwrap();
+                let audited = passes[pass][metric].as_f64().unwrap();
+                assert!(
+                    (stored - audited).abs() < 1e-6,
+                    "{model} pass {pass} {metric}: audit {audited} vs stored {mode} {stored}"
+                );
+            }
+        }
+        assert_eq!(row["t1"]["n_viol_rose"].as_u64(), Some(0), "{row}");
+        assert_eq!(row["t1"]["epr_fell"].as_u64(), Some(0), "{row}");
+        let fixed: u64 = row["fixed_points"]["examples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        let not_reached = row["fixed_points"]["not_reached"].as_u64().unwrap();
+        assert_eq!(fixed + not_reached, (n / 2) as u64, "{row}");
+        assert!(row["p2_better"].as_u64().is_some(), "{row}");
+    }
+    let text = credence()
+        .args(["audit", "convergence", "timed", "--passes", "2", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = stdout(&text);
+    assert!(text.contains("overall P2 better: "), "{text}");
+
+    let out = credence()
+        .args(["audit", "gating", "timed", "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let overall = rows.as_array().unwrap().last().unwrap().clone();
+    assert!(overall["model"].is_null(), "{overall}");
+    assert_eq!(overall["n"].as_u64(), Some(n as u64));
+    let gated: f64 = sql(
+        db,
+        "select count(*) from predictions b join predictions r
+           on r.run_id = b.run_id and r.model = b.model and r.example_id = b.example_id
+         where b.mode = 'base' and r.mode = 'repair' and r.claims_json = b.claims_json",
+    )
+    .parse()
+    .unwrap();
+    assert!(
+        (overall["gated"].as_f64().unwrap() - gated / n as f64).abs() < 1e-9,
+        "{overall}"
+    );
 }

@@ -19,6 +19,9 @@
 //! - after a digit, "bn" = "billion", "mln" and "m" = "million", "k" = "thousand"
 //!   ("$4.3bn" = "$4.3 billion").
 //!
+//! A number's scale word belongs to it ("3.2 million" is one number, as "$3.2 million"
+//! is one amount of money), so a claim must keep the scale to preserve it.
+//!
 //! So "$1,200" matches "$1200" and "6:45 a.m." matches "6:45 AM", while "5%" and "5"
 //! or "A$5" and "$5" stay different.
 //!
@@ -110,7 +113,9 @@ static TIER1: LazyLock<Regex> = LazyLock::new(|| {
         r"(?P<date>\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}})\b|\b{MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s(?:1[6-9]|20)\d{{2}}\b)?|\b\d{{1,2}}(?:st|nd|rd|th)?\s(?:of\s)?{MONTH}(?:,?\s(?:1[6-9]|20)\d{{2}}\b)?|\b{MONTH}\s(?:1[6-9]|20)\d{{2}}\b|\b{WEEKDAY}\b|\b(?:1[6-9]|20)\d{{2}}s?\b)"
     );
     let time = r"(?P<time>\b\d{1,2}:\d{2}(?:\s?(?i:[ap]\.?m)\b\.?)?|\b\d{1,2}\s?(?i:[ap]\.m\.)|\b\d{1,2}\s?(?i:[ap]m)\b)";
-    let number = format!(r"(?P<number>\b(?:{NUM})\b)");
+    let number = format!(
+        r"(?P<number>\b(?:{NUM})(?:\s(?:thousand|million|billion|trillion)|\s?(?:bn|mln))?\b)"
+    );
     let pattern = format!("{money}|{percent}|{date}|{time}|{number}");
     // The pattern is a constant of this module; a failure is a bug caught by every test.
     Regex::new(&pattern).expect("tier-1 entity pattern compiles")
@@ -266,6 +271,14 @@ mod tests {
             pairs(&[("date", "11 November 1964"), ("date", "December 2011")])
         );
         assert_eq!(
+            found("Sales reached 3.2 million units and 4bn views, up from 7 millionaires."),
+            pairs(&[
+                ("number", "3.2 million"),
+                ("number", "4bn"),
+                ("number", "7")
+            ])
+        );
+        assert_eq!(
             found("€20 and £5m and 10 million dollars"),
             pairs(&[
                 ("money", "€20"),
@@ -321,6 +334,8 @@ mod tests {
             ("$2m", "$2 million"),
             ("£5mln", "£5 million"),
             ("$20k", "$20 thousand"),
+            ("3.2 million", "3.2mln"),
+            ("4 billion", "4bn"),
         ] {
             assert_eq!(key(a), key(b), "{a:?} vs {b:?}");
         }
@@ -337,6 +352,7 @@ mod tests {
             ("2.5", "25"),
             ("9:18", "19:18"),
             ("$4.3 billion", "$4.3 million"),
+            ("3.2 million", "3.2"),
             ("Aug. 17", "Aug. 18"),
             ("1990s", "1990"),
         ] {

@@ -9,6 +9,7 @@
 //! builders ([`benchmarks`]). Nothing in this crate loads a model.
 
 pub mod aggregation;
+pub mod audit;
 pub mod benchmarks;
 pub mod cache;
 pub mod dataset;

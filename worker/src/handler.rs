@@ -16,7 +16,7 @@ use crate::pipeline::metrics::{Scorer, ScorerLoadError, ScoringError, ScoringInp
 use crate::pipeline::modes::{ModeError, ModeRunner};
 use credence_shared::domain::{Example, ExampleResult};
 use credence_shared::job::Job;
-use credence_shared::observe::{JobObserver, Stage};
+use credence_shared::observe::{JobObserver, Stage, StageTimes};
 use credence_shared::store::{Store, StoreError};
 use credence_shared::sweep::SweepSpec;
 use credence_shared::Claim;
@@ -285,6 +285,7 @@ impl JobHandler {
                 source,
             })?;
         let mut results = Vec::with_capacity(examples.len());
+        let mut shard_times = StageTimes::default();
         for (i, ((ex, base), error)) in examples.iter().zip(bases).zip(errors).enumerate() {
             let scored = &outcome.scored.examples[i];
             let mut metrics = scored.metrics.clone();
@@ -295,6 +296,7 @@ impl JobHandler {
             };
             let mut stage_seconds = outcome.scored.times[i];
             stage_seconds.add(Stage::Decompose, base.model_seconds.unwrap_or(0.0));
+            shard_times.add_all(&stage_seconds);
             results.push(ExampleResult {
                 example_id: ex.id.clone(),
                 base_claims: base.claims,
@@ -307,6 +309,11 @@ impl JobHandler {
                 metrics,
                 stage_seconds,
             });
+        }
+        // The shard's seconds per stage, for the stage histograms (writing the results,
+        // the last stage, is reported by the loop that writes them).
+        for (stage, seconds) in shard_times.spent() {
+            observer.stage(&job.model, stage, seconds);
         }
         Ok(results)
     }

@@ -3,21 +3,15 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use credence::report::{self, Format};
-use credence_shared::store::{postgres::PgStore, sqlite::SqliteStore, Store};
 use credence_shared::timing;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct ReportArgs {
     /// The run id (the sweep's name).
     run: String,
-    /// The embedded engine's SQLite file.
-    #[arg(long, conflicts_with = "database")]
-    db: Option<PathBuf>,
-    /// The distributed engine's PostgreSQL URL.
-    #[arg(long, env = "CREDENCE_DATABASE_URL", hide_env_values = true)]
-    database: Option<String>,
+    #[command(flatten)]
+    store: super::StoreArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "json")]
     format: Format,
@@ -34,23 +28,7 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let store: Box<dyn Store> = match (&args.db, &args.database) {
-            (Some(db), _) => {
-                if !db.exists() {
-                    bail!("{}: no such results file", db.display());
-                }
-                Box::new(
-                    SqliteStore::open(db)
-                        .await
-                        .with_context(|| format!("opening {}", db.display()))?,
-                )
-            }
-            (None, Some(url)) => Box::new(PgStore::connect(url, 2).await?),
-            (None, None) => bail!("give --db FILE (embedded) or --database URL (distributed)"),
-        };
-        if store.run_spec(&args.run).await?.is_none() {
-            bail!("no run {:?} in the store", args.run);
-        }
+        let store = args.store.open(&args.run).await?;
         if args.timing {
             let table = timing::table(&store.stage_seconds(&args.run).await?);
             if table.is_empty() {

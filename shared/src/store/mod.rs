@@ -322,6 +322,41 @@ pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
     /// Every `stage_seconds` row of a run (the timing table's input).
     async fn stage_seconds(&self, run_id: &str)
         -> Result<Vec<crate::timing::StageRow>, StoreError>;
+
+    /// Every stored output of a run with its source and references, ordered by model,
+    /// dataset, mode and dataset position (what `credence audit` reads).
+    async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError>;
+}
+
+/// One example's stored output in one mode, with what the audits read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredOutput {
+    /// Model name.
+    pub model: String,
+    /// Dataset id.
+    pub dataset: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Example id.
+    pub example_id: String,
+    /// The source sentence S.
+    pub text: String,
+    /// The reference claims.
+    pub references: Vec<String>,
+    /// The mode's final claims.
+    pub claims: Vec<String>,
+    /// LLM calls the mode's repair tiers made.
+    pub llm_calls: u32,
+    /// AVR (NULL when the sweep has no parser).
+    pub avr: Option<f64>,
+    /// EPR.
+    pub epr: Option<f64>,
+    /// RR (NULL without an encoder).
+    pub rr: Option<f64>,
+    /// n_viol.
+    pub n_viol: Option<f64>,
+    /// verify_ok.
+    pub verify_ok: Option<bool>,
 }
 
 /// A `stage_seconds` row read back from either engine.

@@ -508,6 +508,15 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn run_outputs(&self, run_id: &str) -> Result<Vec<super::StoredOutput>, StoreError> {
+        let rows = sqlx::query_as(&views::run_outputs_sql("$1"))
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("run outputs"))?;
+        super::rows::run_outputs(rows)
+    }
+
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
         let (means_sql, counts_sql) = views::summary_sql("SELECT unnest($1::text[])");

@@ -16,6 +16,75 @@ pub(crate) type MeanRow = (String, String, String, String, f64);
 /// `model, dataset, mode, n` of the summary query.
 pub(crate) type CountRow = (String, String, String, i64);
 
+/// A row of [`super::views::run_outputs_sql`].
+pub(crate) type OutputRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+);
+
+/// A run's stored outputs from the rows of [`super::views::run_outputs_sql`].
+pub(crate) fn run_outputs(rows: Vec<OutputRow>) -> Result<Vec<super::StoredOutput>, StoreError> {
+    let corrupt = |what: &'static str| {
+        move |e: serde_json::Error| StoreError::Corrupt {
+            what,
+            message: e.to_string(),
+        }
+    };
+    rows.into_iter()
+        .map(
+            |(
+                model,
+                dataset,
+                mode,
+                example_id,
+                text,
+                refs,
+                claims,
+                llm_calls,
+                avr,
+                epr,
+                rr,
+                n_viol,
+                verify_ok,
+            )| {
+                Ok(super::StoredOutput {
+                    mode: mode.parse().map_err(|e: crate::domain::UnknownMode| {
+                        StoreError::Corrupt {
+                            what: "predictions.mode",
+                            message: e.to_string(),
+                        }
+                    })?,
+                    model,
+                    dataset,
+                    example_id,
+                    text,
+                    references: serde_json::from_str(&refs)
+                        .map_err(corrupt("examples.references_json"))?,
+                    claims: serde_json::from_str(&claims)
+                        .map_err(corrupt("predictions.claims_json"))?,
+                    llm_calls: llm_calls.max(0) as u32,
+                    avr,
+                    epr,
+                    rr,
+                    n_viol,
+                    verify_ok: verify_ok.map(|v| v != 0.0),
+                })
+            },
+        )
+        .collect()
+}
+
 /// The examples of a job's shard, which must be exactly the `len` the job expects.
 pub(crate) fn shard_examples(job: &Job, rows: Vec<ExampleRow>) -> Result<Vec<Example>, StoreError> {
     let corrupt = |e: serde_json::Error| StoreError::Corrupt {

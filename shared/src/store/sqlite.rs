@@ -466,6 +466,15 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn run_outputs(&self, run_id: &str) -> Result<Vec<super::StoredOutput>, StoreError> {
+        let rows = sqlx::query_as(&views::run_outputs_sql("?1"))
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::query("run outputs"))?;
+        super::rows::run_outputs(rows)
+    }
+
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
         let keys = to_json(&keys);

@@ -160,6 +160,32 @@ pub(crate) fn config_values_sql(run: &str, model: &str, dataset: &str, mode: &st
     )
 }
 
+/// Every stored output of a run with its source, references and the metrics the audits
+/// read (`credence audit`): `model, dataset, mode, example_id, text, references_json,
+/// claims_json, llm_calls, avr, epr, rr, n_viol, verify_ok`, examples in dataset order.
+pub(crate) fn run_outputs_sql(run: &str) -> String {
+    let metric = |name: &str| {
+        format!(
+            "(SELECT v.value FROM metric_values v
+              WHERE v.job_key = p.job_key AND v.example_id = p.example_id AND v.metric = '{name}')"
+        )
+    };
+    format!(
+        "SELECT p.model, p.dataset, p.mode, p.example_id, e.text, e.references_json,
+                p.claims_json, p.llm_calls, {avr}, {epr}, {rr}, {n_viol}, {verify_ok}
+         FROM predictions p
+         JOIN jobs j ON j.job_key = p.job_key
+         JOIN examples e ON e.dataset_hash = j.dataset_hash AND e.example_id = p.example_id
+         WHERE p.run_id = {run}
+         ORDER BY p.model, p.dataset, p.mode, e.position",
+        avr = metric("avr"),
+        epr = metric("epr"),
+        rr = metric("rr"),
+        n_viol = metric("n_viol"),
+        verify_ok = metric("verify_ok"),
+    )
+}
+
 /// The statements that write an aggregation, in order, with their bound values: for
 /// the configuration, delete its aggregates and insert one row per metric; for each
 /// pair, delete its comparisons and insert one row per metric. `ph(i)` spells the i-th

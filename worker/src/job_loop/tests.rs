@@ -208,6 +208,13 @@ impl Store for FlakyStore {
         self.inner.stage_seconds(run_id).await
     }
 
+    async fn run_outputs(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_shared::store::StoredOutput>, StoreError> {
+        self.inner.run_outputs(run_id).await
+    }
+
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         self.inner.summary(jobs).await
     }

@@ -2,8 +2,10 @@
 //! claim list against its source sentence (atomicity, entity preservation, repetition,
 //! plus the self-containment and modality diagnostics), the repairers that build on its
 //! report ([`repair`]: the rule tier and the LLM tier), the modes that combine them
-//! ([`modes`]), and every per-example metric ([`metrics`]).
+//! ([`modes`]), every per-example metric ([`metrics`]), and the passes of the
+//! convergence audit ([`convergence`]).
 
+pub mod convergence;
 pub mod metrics;
 pub mod modes;
 pub mod repair;

@@ -169,6 +169,11 @@ impl RuleRepair {
         RuleRepair { config }
     }
 
+    /// The tier's settings.
+    pub fn config(&self) -> &RuleRepairConfig {
+        &self.config
+    }
+
     /// Repairs `claims` of `source`; `claim_docs` are their parses and `report` the
     /// verifier's report on them (with repetition, so the sweep must have an encoder for
     /// deduplication; without it that step is skipped).

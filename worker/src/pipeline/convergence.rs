@@ -1,0 +1,118 @@
+//! The passes of the convergence audit (PAPER.md "Convergence"): the rule tier applied
+//! once, then once more to its own output, up to k times, over a model x dataset's base
+//! claims, with the verifier's figures after each pass. The arithmetic over the
+//! trajectories (T1-T4, "P2 better") is `credence_shared::audit`.
+
+use super::metrics::{Scorer, ScoringInput};
+use super::modes::ModeError;
+use super::repair::{RepairAction, RuleRepair, RuleRepairConfig};
+use crate::nlp::Doc;
+use credence_shared::audit::PassPoint;
+use credence_shared::cache::EmbeddingCache;
+use credence_shared::{Claim, Example};
+
+/// Each example's figures after 0 (its `base` claims), 1, ..., `passes` rule passes:
+/// `result[e][k]`. Every pass is one pass of the tier (`max_iterations` = 1) on the
+/// previous pass's claims, with the sweep's split options; an example whose pass changed
+/// nothing is at a fixed point and is not repaired again (the tier is deterministic).
+/// `progress` is called after each pass with its number.
+pub async fn trajectories(
+    scorer: &Scorer,
+    cache: &dyn EmbeddingCache,
+    examples: &[Example],
+    base: &[Vec<Claim>],
+    passes: u32,
+    mut progress: impl FnMut(u32),
+) -> Result<Vec<Vec<PassPoint>>, ModeError> {
+    let tier = RuleRepair::new(RuleRepairConfig {
+        max_iterations: 1,
+        ..scorer.rule_repair.config().clone()
+    });
+    let tools = scorer.tools(cache);
+    let sources: Vec<Doc> = scorer
+        .nlp
+        .analyze_batch(&examples.iter().map(|e| e.text.clone()).collect::<Vec<_>>());
+    let mut claims: Vec<Vec<Claim>> = base.to_vec();
+    let mut scored = score(scorer, cache, examples, &claims).await?;
+    let mut out: Vec<Vec<PassPoint>> = scored
+        .iter()
+        .map(|s| vec![point(s, false, false)])
+        .collect();
+    let mut fixed = vec![false; examples.len()];
+    for pass in 1..=passes {
+        let mut changed = vec![false; examples.len()];
+        let mut rolled_back = vec![false; examples.len()];
+        for i in 0..examples.len() {
+            if fixed[i] {
+                continue;
+            }
+            let docs = scorer.nlp.analyze_batch(&claims[i]);
+            let outcome = tier
+                .repair(
+                    &scorer.verifier,
+                    &sources[i],
+                    &claims[i],
+                    &docs,
+                    &scored[i].report,
+                    &tools,
+                )
+                .await
+                .map_err(|e| ModeError::Rule(e.to_string()))?;
+            rolled_back[i] = outcome
+                .actions
+                .iter()
+                .any(|a| matches!(a, RepairAction::RolledBack { .. }));
+            changed[i] = outcome.claims != claims[i];
+            fixed[i] = !changed[i];
+            claims[i] = outcome.claims;
+        }
+        let which: Vec<usize> = (0..examples.len()).filter(|&i| changed[i]).collect();
+        let subset: Vec<Example> = which.iter().map(|&i| examples[i].clone()).collect();
+        let subset_claims: Vec<Vec<Claim>> = which.iter().map(|&i| claims[i].clone()).collect();
+        for (&i, s) in which
+            .iter()
+            .zip(score(scorer, cache, &subset, &subset_claims).await?)
+        {
+            scored[i] = s;
+        }
+        for (i, t) in out.iter_mut().enumerate() {
+            t.push(point(&scored[i], changed[i], rolled_back[i]));
+        }
+        progress(pass);
+    }
+    Ok(out)
+}
+
+async fn score(
+    scorer: &Scorer,
+    cache: &dyn EmbeddingCache,
+    examples: &[Example],
+    claims: &[Vec<Claim>],
+) -> Result<Vec<super::metrics::Scored>, ModeError> {
+    if examples.is_empty() {
+        return Ok(Vec::new());
+    }
+    let inputs: Vec<ScoringInput<'_>> = examples
+        .iter()
+        .zip(claims)
+        .map(|(e, c)| ScoringInput {
+            source: &e.text,
+            claims: c,
+            references: &e.references,
+        })
+        .collect();
+    Ok(scorer.score(cache, &inputs).await?.examples)
+}
+
+fn point(s: &super::metrics::Scored, changed: bool, rolled_back: bool) -> PassPoint {
+    PassPoint {
+        n_claims: s.report.atomicity.len(),
+        avr: s.report.avr,
+        n_viol: s.report.n_viol,
+        epr: s.report.entities.epr,
+        rr: s.report.repetition.as_ref().map(|r| r.rr),
+        semantic_f1: s.metrics.semantic_f1,
+        changed,
+        rolled_back,
+    }
+}
