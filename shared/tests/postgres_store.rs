@@ -144,6 +144,24 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
     assert!(timings
         .iter()
         .all(|t| t.stage == Stage::Decompose && t.seconds == 0.75));
+    // What the audits read: every output with its source, references and metrics, in
+    // model, dataset, mode and dataset order.
+    let outputs = store.run_outputs("run").await.unwrap();
+    assert_eq!(outputs.len(), 10);
+    assert_eq!(outputs[0].mode, Mode::Base);
+    assert_eq!(outputs[5].mode, Mode::Repair);
+    let first = &outputs[0];
+    assert_eq!(
+        (first.example_id.as_str(), first.text.as_str()),
+        ("e0", ds.examples[0].text.as_str())
+    );
+    assert_eq!(first.references, ds.examples[0].references);
+    assert_eq!(first.claims, vec![ds.examples[0].text.clone(), "x".into()]);
+    assert_eq!(
+        (first.epr, first.n_viol, first.verify_ok, first.avr),
+        (Some(0.5), Some(1.0), Some(true), None)
+    );
+    assert!(store.run_outputs("other").await.unwrap().is_empty());
     assert_eq!(count(&store, "SELECT count(*) FROM predictions").await, 10);
     assert_eq!(count(&store, "SELECT count(*) FROM results").await, 10);
     assert_eq!(

@@ -132,6 +132,20 @@ async fn results_are_idempotent_and_summarised_in_plan_order() {
         let f1 = if t.mode == Mode::Base { 0.5 } else { 1.0 };
         assert_eq!(t.seconds, f1 + 0.25, "{t:?}");
     }
+    // What the audits read, in model, dataset, mode and dataset order.
+    let outputs = store.run_outputs("run").await.unwrap();
+    assert_eq!(outputs.len(), 10);
+    let ids: Vec<(Mode, &str)> = outputs
+        .iter()
+        .map(|o| (o.mode, o.example_id.as_str()))
+        .collect();
+    assert_eq!(ids[..2], [(Mode::Base, "e0"), (Mode::Base, "e1")]);
+    assert_eq!(ids[5], (Mode::Repair, "e0"));
+    assert_eq!(outputs[1].text, ds.examples[1].text);
+    assert_eq!(outputs[1].references, ds.examples[1].references);
+    assert_eq!(outputs[1].claims, vec![ds.examples[1].text.clone()]);
+    assert_eq!((outputs[1].avr, outputs[1].verify_ok), (None, None));
+    assert_eq!(outputs[1].llm_calls, 0);
     let config = ConfigRef::of(&jobs[0]);
     let first = crate::aggregation::aggregate_config(&store, &config)
         .await
