@@ -100,6 +100,87 @@ fn demo_sweep_fills_the_store_and_reruns_without_work() {
     };
     assert_ne!(gate("kept"), "0");
     assert_ne!(gate("opened"), "0");
+
+    the_report_prints_every_table_in_every_format(&db, dir.path());
+}
+
+fn report(db: &Path, args: &[&str]) -> String {
+    let out = credence()
+        .args(["report", "demo", "--db"])
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// `credence report` on the finished demo: every table in Markdown, LaTeX (which
+/// pdflatex compiles), CSV and JSON, with figures that match the stored aggregates.
+fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
+    let md = report(db, &["--format", "md"]);
+    for title in [
+        "### Results on sample",
+        "### Seconds per example by mode",
+        "### Semantic-F1 vs Jaccard-F1 on sample",
+        "### Baselines on sample",
+        "### Matching ablation on sample",
+        "### RR at each tau_dup on sample",
+        "### Gating false negatives",
+        "### Paired comparisons on sample",
+    ] {
+        assert!(md.contains(title), "{title} missing:\n{md}");
+    }
+    assert!(!md.contains("Not available"), "{md}");
+    // The main table's AVR of the sentence splitter's repair mode, as stored, with its
+    // interval, in bold (repair lowers AVR).
+    let stored = sql(
+        db,
+        "select printf('%.3f [%.3f, %.3f]', mean, ci_low, ci_high) from aggregates \
+         where model = 'sentence-split' and mode = 'repair' and metric = 'avr'",
+    );
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| sentence-split | repair |")
+                && l.contains(&format!("**{stored}**"))),
+        "{stored}:\n{md}"
+    );
+
+    let json: serde_json::Value = serde_json::from_str(&report(db, &["--format", "json"])).unwrap();
+    let tables = json["tables"].as_object().unwrap();
+    assert_eq!(tables.len(), 8, "{:?}", tables.keys());
+    assert_eq!(json["tables"]["main"][0]["columns"][2], "Semantic-F1");
+    assert_eq!(
+        json["tables"]["main"][0]["rows"].as_array().unwrap().len(),
+        8
+    );
+
+    let csv = report(db, &["--format", "csv", "--table", "gating"]);
+    assert!(csv.starts_with("table,dataset,row,column,value,ci_low,ci_high,bold\n"));
+    assert!(
+        csv.lines().skip(1).all(|l| l.starts_with("gating,")),
+        "{csv}"
+    );
+
+    let tex = report(db, &["--format", "latex"]);
+    let file = dir.join("report.tex");
+    std::fs::write(&file, tex).unwrap();
+    let pdf = Command::new("pdflatex")
+        .args([
+            "-interaction=nonstopmode",
+            "-halt-on-error",
+            "-output-directory",
+        ])
+        .arg(dir)
+        .arg(&file)
+        .output()
+        .expect("pdflatex is installed by scripts/setup");
+    assert!(
+        pdf.status.success() && dir.join("report.pdf").exists(),
+        "{}",
+        String::from_utf8_lossy(&pdf.stdout)
+    );
 }
 
 /// A larger sweep over generated sentences, so that a kill lands mid-run.

@@ -568,6 +568,7 @@ mod tests {
             rr: Some(0.0),
             n_viol: Some(0.0),
             verify_ok: Some(avr == 0.0 && epr == 1.0),
+            later_cos: None,
         }
     }
 

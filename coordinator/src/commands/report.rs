@@ -1,8 +1,10 @@
-//! `credence report RUN`: a finished run's statistics from either engine's store.
+//! `credence report RUN`: a finished run's statistics and the paper's tables from either
+//! engine's store.
 
 use anyhow::{bail, Context};
 use clap::Args;
 use credence::report::{self, Format};
+use credence_shared::sweep::SweepSpec;
 use credence_shared::timing;
 use std::process::ExitCode;
 
@@ -12,9 +14,15 @@ pub struct ReportArgs {
     run: String,
     #[command(flatten)]
     store: super::StoreArgs,
-    /// Output format.
+    /// Output format: md, latex (a whole document; pdflatex compiles it), csv (one line
+    /// per table cell) or json (every aggregate and comparison, and the tables).
     #[arg(long, value_enum, default_value = "json")]
     format: Format,
+    /// Only this table (repeat for several; default: every table). Tables: main (per
+    /// dataset: model x mode with Semantic-F1, EPR, AVR, RR, verify%), timing,
+    /// semantic_vs_jaccard, baselines, matching, tau_dup, gating, significance.
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(report::tables::TABLES))]
+    table: Vec<String>,
     /// Print the timing table instead: per model and mode, the seconds an example takes
     /// through the mode's pipeline (mean, std, median) and examples per minute. Run the
     /// sweep with the `verify` mode for the paper's verifier line.
@@ -42,8 +50,29 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         let stats = store.run_statistics(&args.run).await?;
+        let spec_json = store
+            .run_spec(&args.run)
+            .await?
+            .context("the run has no recorded sweep")?;
+        let spec: SweepSpec = serde_json::from_str(&spec_json)
+            .with_context(|| format!("reading run {:?}'s recorded sweep", args.run))?;
+        let timing = timing::table(&store.stage_seconds(&args.run).await?);
+        let outputs = store.run_outputs(&args.run).await?;
+        let data = report::tables::ReportData {
+            spec: &spec,
+            stats: &stats,
+            timing: &timing,
+            outputs: &outputs,
+        };
+        let tables = report::tables::build(&data, &args.table);
         match args.format {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&report::json(&stats))?),
+            Format::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&report::json(&stats, &tables))?
+            ),
+            Format::Md => print!("{}", report::render::markdown(&tables)),
+            Format::Latex => print!("{}", report::render::latex(&args.run, &tables)),
+            Format::Csv => print!("{}", report::render::csv(&tables)),
         }
         Ok(ExitCode::SUCCESS)
     })

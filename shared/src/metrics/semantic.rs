@@ -135,6 +135,18 @@ pub fn redundancy_rate(claims: &CosineMatrix, tau_dup: f64) -> f64 {
     dup_count(claims, tau_dup) as f64 / claims.rows as f64
 }
 
+/// RR at another threshold from each claim's highest cosine to a later claim (the
+/// verifier stores them), without re-embedding: a claim is a duplicate at `tau` when that
+/// cosine is >= `tau` (the last claim has none). Equals [`redundancy_rate`] of the matrix
+/// the cosines came from.
+pub fn redundancy_rate_at(later_cos: &[Option<f64>], tau: f64) -> f64 {
+    if later_cos.is_empty() {
+        return 0.0;
+    }
+    let dups = later_cos.iter().flatten().filter(|&&c| c >= tau).count();
+    dups as f64 / later_cos.len() as f64
+}
+
 fn from_precision_recall(precision: f64, recall: f64) -> SoftF1 {
     let f1 = if precision + recall > 0.0 {
         2.0 * precision * recall / (precision + recall)
@@ -218,6 +230,18 @@ mod tests {
         let m = CosineMatrix::new(&c, &c);
         assert_eq!(dup_count(&m, 0.92), 2);
         assert!((redundancy_rate(&m, 0.92) - 0.5).abs() < 1e-12);
+        // The same from each claim's highest cosine to a later claim, at any threshold.
+        let later: Vec<Option<f64>> = (0..c.len())
+            .map(|i| ((i + 1)..c.len()).map(|j| m.get(i, j)).reduce(f64::max))
+            .collect();
+        for tau in [0.0, 0.5, 0.92, 0.9999, 1.0] {
+            assert_eq!(
+                redundancy_rate_at(&later, tau),
+                redundancy_rate(&m, tau),
+                "{tau}"
+            );
+        }
+        assert_eq!(redundancy_rate_at(&[], 0.92), 0.0);
         let empty: [Vec<f32>; 0] = [];
         assert_eq!(
             redundancy_rate(&CosineMatrix::new(&empty, &empty), 0.92),

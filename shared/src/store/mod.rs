@@ -357,6 +357,9 @@ pub struct StoredOutput {
     pub n_viol: Option<f64>,
     /// verify_ok.
     pub verify_ok: Option<bool>,
+    /// Each claim's highest cosine to a later claim, from the stored verifier report
+    /// (`None` without an encoder or a report); the last claim's is `None`.
+    pub later_cos: Option<Vec<Option<f64>>>,
 }
 
 /// A `stage_seconds` row read back from either engine.

@@ -31,7 +31,19 @@ pub(crate) type OutputRow = (
     Option<f64>,
     Option<f64>,
     Option<f64>,
+    Option<String>,
 );
+
+/// The part of a stored verifier report the τ_dup sensitivity table reads.
+#[derive(serde::Deserialize)]
+struct StoredReport {
+    repetition: Option<StoredRepetition>,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredRepetition {
+    max_later_cos: Vec<Option<f64>>,
+}
 
 /// A run's stored outputs from the rows of [`super::views::run_outputs_sql`].
 pub(crate) fn run_outputs(rows: Vec<OutputRow>) -> Result<Vec<super::StoredOutput>, StoreError> {
@@ -57,7 +69,15 @@ pub(crate) fn run_outputs(rows: Vec<OutputRow>) -> Result<Vec<super::StoredOutpu
                 rr,
                 n_viol,
                 verify_ok,
+                report,
             )| {
+                let later_cos = match report {
+                    None => None,
+                    Some(json) => serde_json::from_str::<StoredReport>(&json)
+                        .map_err(corrupt("predictions.verifier_json"))?
+                        .repetition
+                        .map(|r| r.max_later_cos),
+                };
                 Ok(super::StoredOutput {
                     mode: mode.parse().map_err(|e: crate::domain::UnknownMode| {
                         StoreError::Corrupt {
@@ -79,6 +99,7 @@ pub(crate) fn run_outputs(rows: Vec<OutputRow>) -> Result<Vec<super::StoredOutpu
                     rr,
                     n_viol,
                     verify_ok: verify_ok.map(|v| v != 0.0),
+                    later_cos,
                 })
             },
         )

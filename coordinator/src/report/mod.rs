@@ -1,6 +1,8 @@
-//! Reports of a finished run's statistics. Only the `json` format of issue 14 so far:
-//! one object with every aggregate and comparison; the tables (Markdown, LaTeX, CSV,
-//! HTML) are future work, and `tables` is empty.
+//! Reports of a finished run: every aggregate and comparison, and the paper's tables
+//! ([`tables`]) in Markdown, LaTeX, CSV or JSON ([`render`]).
+
+pub mod render;
+pub mod tables;
 
 use credence_shared::store::RunStatistics;
 use serde_json::{json, Value};
@@ -8,16 +10,22 @@ use serde_json::{json, Value};
 /// The formats `credence report` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// Markdown: a heading and a pipe table per table.
+    Md,
+    /// A LaTeX document with booktabs tables (pdflatex compiles it as it is).
+    Latex,
+    /// Long-form CSV, one line per table cell.
+    Csv,
     /// One JSON object: `aggregates`, `comparisons`, `tables`.
     Json,
 }
 
 /// The `json` report: `{"aggregates": [{model, dataset, mode, metric, n, mean, ci_low,
 /// ci_high}], "comparisons": [{model, dataset, mode, baseline, metric, diff, ci_low,
-/// ci_high, p_value}], "tables": {}}`. A comparison's `model`/`mode` is its system and
+/// ci_high, p_value}], "tables": {NAME: [table, ...]}}`. A comparison's `model`/`mode` is its system and
 /// `baseline` its baseline's mode, or `MODEL/MODE` when the baseline is another model's
 /// (`baseline_model` and `baseline_mode` always say both).
-pub fn json(stats: &RunStatistics) -> Value {
+pub fn json(stats: &RunStatistics, tables: &[tables::TableOutcome]) -> Value {
     let aggregates: Vec<Value> = stats
         .aggregates
         .iter()
@@ -45,7 +53,11 @@ pub fn json(stats: &RunStatistics) -> Value {
             })
         })
         .collect();
-    json!({"aggregates": aggregates, "comparisons": comparisons, "tables": {}})
+    json!({
+        "aggregates": aggregates,
+        "comparisons": comparisons,
+        "tables": render::json_tables(tables),
+    })
 }
 
 #[cfg(test)]
@@ -83,7 +95,7 @@ mod tests {
                 })
                 .collect(),
         };
-        let v = json(&stats);
+        let v = json(&stats, &[]);
         assert_eq!(v["aggregates"][0]["ci_high"], 0.4);
         assert_eq!(v["comparisons"][0]["baseline"], "base");
         assert_eq!(v["comparisons"][1]["baseline"], "o/base");
