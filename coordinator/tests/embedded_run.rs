@@ -149,6 +149,13 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
 
     let json: serde_json::Value = serde_json::from_str(&report(db, &["--format", "json"])).unwrap();
     let tables = json["tables"].as_object().unwrap();
+    // Every table family, each with its figures.
+    for (name, list) in tables {
+        for t in list.as_array().unwrap() {
+            assert!(t["unavailable"].is_null(), "{name}: {t}");
+            assert!(!t["rows"].as_array().unwrap().is_empty(), "{name}: {t}");
+        }
+    }
     assert_eq!(tables.len(), 8, "{:?}", tables.keys());
     assert_eq!(json["tables"]["main"][0]["columns"][2], "Semantic-F1");
     assert_eq!(
@@ -162,6 +169,8 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
         csv.lines().skip(1).all(|l| l.starts_with("gating,")),
         "{csv}"
     );
+
+    the_html_report_renders_its_plots(&report(db, &["--format", "html"]), dir);
 
     let tex = report(db, &["--format", "latex"]);
     let file = dir.join("report.tex");
@@ -555,4 +564,48 @@ fn audits_agree_with_the_stored_modes(db: &Path, n: usize) {
         (overall["gated"].as_f64().unwrap() - gated / n as f64).abs() < 1e-9,
         "{overall}"
     );
+}
+
+/// The HTML report is one file that needs nothing from the network, and headless
+/// Chromium renders its plots: a screenshot is taken, and the rendered page holds the
+/// plots' SVG elements with their drawn marks and labels.
+fn the_html_report_renders_its_plots(html: &str, dir: &Path) {
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..100]);
+    assert!(!html.contains(" src=") && !html.contains(" href=") && !html.contains("<script"));
+    // 5 metrics by model x mode, and 5 forest plots of mode - base.
+    assert_eq!(html.matches("<svg class=\"plot\"").count(), 10);
+    let page = dir.join("report.html");
+    std::fs::write(&page, html).unwrap();
+    let chromium = |args: &[&str]| {
+        let out = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .args(args)
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium is installed by scripts/setup");
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let shot = dir.join("report.png");
+    chromium(&[
+        "--window-size=1300,2000",
+        &format!("--screenshot={}", shot.display()),
+    ]);
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+    let dom = stdout(&chromium(&["--dump-dom"]));
+    assert_eq!(dom.matches("<svg class=\"plot\"").count(), 10, "{dom}");
+    // Drawn error bars (lines and circles) and axis labels naming the configurations.
+    assert!(dom.matches("<circle").count() >= 10 * 6, "{dom}");
+    assert!(dom.contains("sentence-split / repair"), "{dom}");
+    assert!(dom.contains("<h3>Results on sample</h3>"), "{dom}");
 }

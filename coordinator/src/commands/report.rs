@@ -15,7 +15,8 @@ pub struct ReportArgs {
     #[command(flatten)]
     store: super::StoreArgs,
     /// Output format: md, latex (a whole document; pdflatex compiles it), csv (one line
-    /// per table cell) or json (every aggregate and comparison, and the tables).
+    /// per table cell), json (every aggregate and comparison, and the tables) or html (one
+    /// self-contained page with plots and the tables).
     #[arg(long, value_enum, default_value = "json")]
     format: Format,
     /// Only this table (repeat for several; default: every table). Tables: main (per
@@ -73,6 +74,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             Format::Md => print!("{}", report::render::markdown(&tables)),
             Format::Latex => print!("{}", report::render::latex(&args.run, &tables)),
             Format::Csv => print!("{}", report::render::csv(&tables)),
+            Format::Html => print!(
+                "{}",
+                report::html::html(&args.run, &spec, &stats, &tables).map_err(anyhow::Error::msg)?
+            ),
         }
         Ok(ExitCode::SUCCESS)
     })

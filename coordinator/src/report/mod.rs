@@ -1,6 +1,8 @@
 //! Reports of a finished run: every aggregate and comparison, and the paper's tables
-//! ([`tables`]) in Markdown, LaTeX, CSV or JSON ([`render`]).
+//! ([`tables`]) in Markdown, LaTeX, CSV or JSON ([`render`]), or an HTML page with
+//! plots ([`html`]).
 
+pub mod html;
 pub mod render;
 pub mod tables;
 
@@ -16,6 +18,9 @@ pub enum Format {
     Latex,
     /// Long-form CSV, one line per table cell.
     Csv,
+    /// One self-contained HTML page: plots (each metric by model x mode with its 95%
+    /// interval, a forest plot of every mode's difference from base) and every table.
+    Html,
     /// One JSON object: `aggregates`, `comparisons`, `tables`.
     Json,
 }

@@ -6,7 +6,8 @@
 use super::tables::{Cell, Table, TableOutcome};
 use serde_json::{json, Value};
 
-fn plain(cell: &Cell) -> String {
+/// A cell as text (a mean with its interval as `0.973 [0.967, 0.978]`).
+pub(super) fn plain(cell: &Cell) -> String {
     match cell {
         Cell::Text(t) => t.clone(),
         Cell::Number { value, digits } => format!("{value:.digits$}"),
@@ -22,7 +23,8 @@ fn plain(cell: &Cell) -> String {
     }
 }
 
-fn bold(cell: &Cell) -> bool {
+/// Whether a cell prints in bold.
+pub(super) fn bold(cell: &Cell) -> bool {
     matches!(cell, Cell::Estimate { bold: true, .. })
 }
 
@@ -82,7 +84,7 @@ pub fn markdown(tables: &[TableOutcome]) -> String {
 }
 
 /// The index of the first column that holds figures (left-aligned before it).
-fn first_numeric(t: &Table) -> usize {
+pub(super) fn first_numeric(t: &Table) -> usize {
     (0..t.columns.len())
         .find(|&c| {
             t.rows

@@ -1,0 +1,250 @@
+//! The HTML report: one self-contained file (inline CSS and SVG, no script, nothing
+//! fetched) with, per dataset, each main metric by model x mode with its 95% interval,
+//! a forest plot of every mode's difference from `base` with its interval, and then every
+//! table of the report. The plots are drawn by plotters' SVG backend.
+
+use super::render;
+use super::tables::TableOutcome;
+use credence_shared::domain::Mode;
+use credence_shared::store::RunStatistics;
+use credence_shared::sweep::SweepSpec;
+use plotters::prelude::*;
+
+/// The metrics plotted, with their headings and display scale.
+const PLOTTED: [(&str, &str, f64); 5] = [
+    ("semantic_f1", "Semantic-F1", 1.0),
+    ("epr", "EPR", 1.0),
+    ("avr", "AVR", 1.0),
+    ("rr", "RR", 1.0),
+    ("verify_ok", "verify%", 100.0),
+];
+
+/// One row of an interval plot: its label, the estimate and its interval.
+struct Interval {
+    label: String,
+    mean: f64,
+    low: f64,
+    high: f64,
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}\
+table{border-collapse:collapse;margin:0.5em 0 0.3em}\
+th,td{padding:3px 9px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}\
+th{border-bottom:2px solid #444}td.label,th.label{text-align:left}\
+p.note{font-size:0.85em;color:#555;max-width:60em}\
+figure.plot{display:inline-block;margin:0.5em 1em 0.5em 0}\
+figcaption{font-size:0.85em;color:#555}";
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Draws one interval plot: a row per interval, top to bottom, a horizontal bar from
+/// `low` to `high` with a dot at the mean; with `zero`, a vertical line at 0.
+fn interval_plot(title: &str, axis: &str, rows: &[Interval], zero: bool) -> Result<String, String> {
+    let n = rows.len();
+    let height = 90 + 24 * n as u32;
+    let mut lo = rows
+        .iter()
+        .map(|r| r.low.min(r.mean))
+        .fold(f64::INFINITY, f64::min);
+    let mut hi = rows
+        .iter()
+        .map(|r| r.high.max(r.mean))
+        .fold(f64::NEG_INFINITY, f64::max);
+    if zero {
+        lo = lo.min(0.0);
+        hi = hi.max(0.0);
+    }
+    let pad = ((hi - lo) * 0.08).max(1e-3);
+    let (lo, hi) = (lo - pad, hi + pad);
+    let mut svg = String::new();
+    {
+        let err = |e: DrawingAreaErrorKind<_>| format!("drawing {title}: {e}");
+        let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 17))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(250)
+            .build_cartesian_2d(lo..hi, (0..n).into_segmented())
+            .map_err(err)?;
+        let labels: Vec<String> = rows.iter().rev().map(|r| r.label.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .x_desc(axis)
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+        if zero {
+            chart
+                .draw_series(LineSeries::new(
+                    [(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Last)],
+                    BLACK.mix(0.5).stroke_width(1),
+                ))
+                .map_err(err)?;
+        }
+        let color = RGBColor(31, 96, 170);
+        chart
+            .draw_series(rows.iter().enumerate().map(|(i, r)| {
+                ErrorBar::new_horizontal(
+                    SegmentValue::CenterOf(n - 1 - i),
+                    r.low,
+                    r.mean,
+                    r.high,
+                    color.filled().stroke_width(2),
+                    8,
+                )
+            }))
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    // Mark the plot for readers and tests: the root element gets a class.
+    Ok(svg.replacen("<svg ", "<svg class=\"plot\" role=\"img\" ", 1))
+}
+
+/// The plots of one dataset: each metric by model x mode, then each metric's difference
+/// from base (a forest plot), for what the run has.
+fn dataset_plots(
+    spec: &SweepSpec,
+    stats: &RunStatistics,
+    dataset: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let modes: Vec<Mode> = spec.modes.clone();
+    for (metric, heading, scale) in PLOTTED {
+        let mut rows = Vec::new();
+        for model in &spec.models {
+            for mode in &modes {
+                if let Some(a) = stats.aggregates.iter().find(|a| {
+                    a.dataset == dataset
+                        && a.model == model.name
+                        && a.mode == mode.as_str()
+                        && a.metric == metric
+                }) {
+                    rows.push(Interval {
+                        label: format!("{} / {}", model.name, mode.as_str()),
+                        mean: a.mean * scale,
+                        low: a.ci_low.unwrap_or(a.mean) * scale,
+                        high: a.ci_high.unwrap_or(a.mean) * scale,
+                    });
+                }
+            }
+        }
+        if !rows.is_empty() {
+            let title = format!("{heading} on {dataset}");
+            let svg = interval_plot(&title, &format!("{heading} (mean, 95% CI)"), &rows, false)?;
+            out.push((title, svg));
+        }
+    }
+    for (metric, heading, scale) in PLOTTED {
+        let rows: Vec<Interval> = stats
+            .comparisons
+            .iter()
+            .filter(|c| {
+                c.dataset == dataset
+                    && c.metric == metric
+                    && c.b_mode == "base"
+                    && c.b_model == c.a_model
+            })
+            .map(|c| Interval {
+                label: format!("{} / {} - base", c.a_model, c.a_mode),
+                mean: c.delta * scale,
+                low: c.ci_low.unwrap_or(c.delta) * scale,
+                high: c.ci_high.unwrap_or(c.delta) * scale,
+            })
+            .collect();
+        if !rows.is_empty() {
+            let title = format!("{heading}: mode - base on {dataset}");
+            let svg = interval_plot(
+                &title,
+                &format!("difference in {heading} (95% CI)"),
+                &rows,
+                true,
+            )?;
+            out.push((title, svg));
+        }
+    }
+    Ok(out)
+}
+
+fn table_html(t: &TableOutcome) -> String {
+    match t {
+        TableOutcome::Unavailable { title, reason, .. } => format!(
+            "<h3>{}</h3>\n<p class=\"note\">Not available: {}.</p>\n",
+            escape(title),
+            escape(reason)
+        ),
+        TableOutcome::Table(t) => {
+            let mut out = format!("<h3>{}</h3>\n<table>\n<tr>", escape(&t.title));
+            let numeric = render::first_numeric(t);
+            for (i, c) in t.columns.iter().enumerate() {
+                let class = if i < numeric { " class=\"label\"" } else { "" };
+                out.push_str(&format!("<th{class}>{}</th>", escape(c)));
+            }
+            out.push_str("</tr>\n");
+            for row in &t.rows {
+                out.push_str("<tr>");
+                for (i, cell) in row.iter().enumerate() {
+                    let class = if i < numeric { " class=\"label\"" } else { "" };
+                    let text = escape(&render::plain(cell));
+                    if render::bold(cell) {
+                        out.push_str(&format!("<td{class}><b>{text}</b></td>"));
+                    } else {
+                        out.push_str(&format!("<td{class}>{text}</td>"));
+                    }
+                }
+                out.push_str("</tr>\n");
+            }
+            out.push_str("</table>\n");
+            if let Some(note) = &t.note {
+                out.push_str(&format!("<p class=\"note\">{}</p>\n", escape(note)));
+            }
+            out
+        }
+    }
+}
+
+/// The whole report as one HTML page.
+pub fn html(
+    run: &str,
+    spec: &SweepSpec,
+    stats: &RunStatistics,
+    tables: &[TableOutcome],
+) -> Result<String, String> {
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>credence report: {run}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <h1>credence report: {run}</h1>\n",
+        run = escape(run)
+    );
+    for dataset in &spec.datasets {
+        let plots = dataset_plots(spec, stats, &dataset.id)?;
+        if plots.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("<h2>{}</h2>\n", escape(&dataset.id)));
+        for (title, svg) in plots {
+            out.push_str(&format!(
+                "<figure class=\"plot\">{svg}<figcaption>{}</figcaption></figure>\n",
+                escape(&title)
+            ));
+        }
+    }
+    out.push_str("<h2>Tables</h2>\n");
+    for t in tables {
+        out.push_str(&table_html(t));
+    }
+    out.push_str("</body>\n</html>\n");
+    Ok(out)
+}
