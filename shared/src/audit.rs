@@ -569,6 +569,7 @@ mod tests {
             n_viol: Some(0.0),
             verify_ok: Some(avr == 0.0 && epr == 1.0),
             later_cos: None,
+            semantic_f1: None,
         }
     }
 

@@ -21,9 +21,15 @@ pub struct ReportArgs {
     format: Format,
     /// Only this table (repeat for several; default: every table). Tables: main (per
     /// dataset: model x mode with Semantic-F1, EPR, AVR, RR, verify%), timing,
-    /// semantic_vs_jaccard, baselines, matching, tau_dup, gating, significance.
+    /// semantic_vs_jaccard, baselines, matching, tau_dup, gating, encoder_sensitivity
+    /// (with --compare), significance.
     #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(report::tables::TABLES))]
     table: Vec<String>,
+    /// Another run in the same store over the same examples, scored with another
+    /// [encoder]: adds the encoder_sensitivity table (Pearson and Spearman correlation of
+    /// per-example Semantic-F1, model rank preservation, mean offset).
+    #[arg(long, value_name = "RUN")]
+    compare: Option<String>,
     /// Print the timing table instead: per model and mode, the seconds an example takes
     /// through the mode's pipeline (mean, std, median) and examples per minute. Run the
     /// sweep with the `verify` mode for the paper's verifier line.
@@ -59,11 +65,26 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading run {:?}'s recorded sweep", args.run))?;
         let timing = timing::table(&store.stage_seconds(&args.run).await?);
         let outputs = store.run_outputs(&args.run).await?;
+        let compared = match &args.compare {
+            None => None,
+            Some(other) => {
+                let other_json = store
+                    .run_spec(other)
+                    .await?
+                    .with_context(|| format!("no run {other:?} in the store to compare with"))?;
+                let other_spec: SweepSpec = serde_json::from_str(&other_json)
+                    .with_context(|| format!("reading run {other:?}'s recorded sweep"))?;
+                Some((other.as_str(), other_spec, store.run_outputs(other).await?))
+            }
+        };
         let data = report::tables::ReportData {
             spec: &spec,
             stats: &stats,
             timing: &timing,
             outputs: &outputs,
+            compare: compared
+                .as_ref()
+                .map(|(run, spec, outputs)| (*run, spec, outputs.as_slice())),
         };
         let tables = report::tables::build(&data, &args.table);
         match args.format {

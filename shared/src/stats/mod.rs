@@ -29,6 +29,7 @@
 
 pub mod benchmark;
 pub mod ci;
+pub mod correlation;
 pub mod paired;
 pub mod resample;
 pub mod rng;

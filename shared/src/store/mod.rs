@@ -360,6 +360,8 @@ pub struct StoredOutput {
     /// Each claim's highest cosine to a later claim, from the stored verifier report
     /// (`None` without an encoder or a report); the last claim's is `None`.
     pub later_cos: Option<Vec<Option<f64>>>,
+    /// Semantic-F1 (NULL without an encoder).
+    pub semantic_f1: Option<f64>,
 }
 
 /// A `stage_seconds` row read back from either engine.

@@ -32,6 +32,7 @@ pub(crate) type OutputRow = (
     Option<f64>,
     Option<f64>,
     Option<String>,
+    Option<f64>,
 );
 
 /// The part of a stored verifier report the τ_dup sensitivity table reads.
@@ -70,6 +71,7 @@ pub(crate) fn run_outputs(rows: Vec<OutputRow>) -> Result<Vec<super::StoredOutpu
                 n_viol,
                 verify_ok,
                 report,
+                semantic_f1,
             )| {
                 let later_cos = match report {
                     None => None,
@@ -100,6 +102,7 @@ pub(crate) fn run_outputs(rows: Vec<OutputRow>) -> Result<Vec<super::StoredOutpu
                     n_viol,
                     verify_ok: verify_ok.map(|v| v != 0.0),
                     later_cos,
+                    semantic_f1,
                 })
             },
         )

@@ -162,8 +162,8 @@ pub(crate) fn config_values_sql(run: &str, model: &str, dataset: &str, mode: &st
 
 /// Every stored output of a run with its source, references and the metrics the audits
 /// read (`credence audit`): `model, dataset, mode, example_id, text, references_json,
-/// claims_json, llm_calls, avr, epr, rr, n_viol, verify_ok, verifier_json`, examples in
-/// dataset order.
+/// claims_json, llm_calls, avr, epr, rr, n_viol, verify_ok, verifier_json, semantic_f1`,
+/// examples in dataset order.
 pub(crate) fn run_outputs_sql(run: &str) -> String {
     let metric = |name: &str| {
         format!(
@@ -174,7 +174,7 @@ pub(crate) fn run_outputs_sql(run: &str) -> String {
     format!(
         "SELECT p.model, p.dataset, p.mode, p.example_id, e.text, e.references_json,
                 p.claims_json, p.llm_calls, {avr}, {epr}, {rr}, {n_viol}, {verify_ok},
-                p.verifier_json
+                p.verifier_json, {semantic_f1}
          FROM predictions p
          JOIN jobs j ON j.job_key = p.job_key
          JOIN examples e ON e.dataset_hash = j.dataset_hash AND e.example_id = p.example_id
@@ -185,6 +185,7 @@ pub(crate) fn run_outputs_sql(run: &str) -> String {
         rr = metric("rr"),
         n_viol = metric("n_viol"),
         verify_ok = metric("verify_ok"),
+        semantic_f1 = metric("semantic_f1"),
     )
 }
 
