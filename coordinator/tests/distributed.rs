@@ -33,7 +33,48 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     for _ in 0..3 {
         c.spawn_worker(&[]);
     }
+    // Watched live: one status object per refresh until the run completes.
+    let watch = c
+        .credence()
+        .args([
+            "sweep",
+            "status",
+            "demo",
+            "--watch",
+            "--json",
+            "--interval",
+            "0.2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting sweep status --watch");
     c.wait_settled("demo", Duration::from_secs(120));
+    let watched = wait_for_output(watch, Duration::from_secs(60));
+    assert!(
+        watched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    let frames: Vec<serde_json::Value> = String::from_utf8_lossy(&watched.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one status object per line"))
+        .collect();
+    let last = frames.last().expect("at least one frame");
+    assert_eq!(last["complete"], serde_json::Value::Bool(true), "{last}");
+    let done = |f: &serde_json::Value| -> u64 {
+        f["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["examples_done"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(
+        frames.windows(2).all(|w| done(&w[0]) <= done(&w[1])),
+        "progress went backwards"
+    );
+    assert_eq!(done(last), 42 * 8);
     assert_eq!(
         c.pg_rows(),
         expected,
@@ -353,5 +394,24 @@ fn clean_commands_print_no_errors_on_exit() {
             !stderr.contains("ERROR"),
             "credence {args:?} printed errors on a clean run:\n{stderr}"
         );
+    }
+}
+
+/// Waits for a child to exit (reading its output meanwhile, so a full pipe never stalls
+/// it), killing it after `limit`; its output.
+fn wait_for_output(child: std::process::Child, limit: Duration) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("the child's output"),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            panic!("still running after {limit:?}");
+        }
     }
 }

@@ -21,7 +21,8 @@ pub struct SweepArgs {
 enum SweepCommand {
     /// Validate the sweep, write its plan in one transaction, publish its jobs.
     Launch(LaunchArgs),
-    /// Progress per model x dataset x mode, with rates, ETA and failures.
+    /// Progress per model x dataset x mode, with rates, ETA and failures; --watch redraws
+    /// it live until the run ends.
     Status(StatusArgs),
     /// Re-publish every job of a run that has no results (after a crash, a cancel, or
     /// once the cause of failures is fixed).
@@ -56,9 +57,16 @@ struct StatusArgs {
     run: String,
     #[command(flatten)]
     connect: ConnectArgs,
-    /// Print the status as JSON.
+    /// Print the status as JSON (with --watch: one object per line, per refresh).
     #[arg(long)]
     json: bool,
+    /// Keep redrawing live bars (rate, ETA, jobs by state) until the run completes or
+    /// stops; exits 0 when complete, 1 when it stopped with jobs left or failed.
+    #[arg(long)]
+    watch: bool,
+    /// Seconds between refreshes with --watch.
+    #[arg(long, default_value_t = 2.0, requires = "watch")]
+    interval: f64,
 }
 
 #[derive(Args)]
@@ -112,6 +120,18 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             SweepCommand::Status(a) => {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
                 let done: anyhow::Result<ExitCode> = async {
+                    if a.watch {
+                        if !(a.interval > 0.0 && a.interval.is_finite()) {
+                            anyhow::bail!("--interval must be a positive number of seconds");
+                        }
+                        let every = Duration::from_secs_f64(a.interval);
+                        let s = status::watch(&conn.store, &a.run, every, a.json).await?;
+                        return Ok(if s.complete {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::FAILURE
+                        });
+                    }
                     let s = status::read(&conn.store, &a.run).await?;
                     if a.json {
                         println!("{}", serde_json::to_string_pretty(&s)?);

@@ -101,20 +101,89 @@ pub fn render(status: &RunStatus) -> String {
             f.model, f.dataset, f.mode, f.shard, f.attempts, f.error
         );
     }
-    let _ = writeln!(
-        out,
-        "{}",
-        if status.complete {
-            "complete"
-        } else if status.settled && !status.failures.is_empty() {
-            "stopped with failures: fix the cause, then `credence dlq replay` or `credence sweep resume`"
-        } else if status.settled {
-            "stopped: `credence sweep resume` publishes the jobs without results"
-        } else {
-            "in progress"
-        }
-    );
+    let _ = writeln!(out, "{}", verdict(status));
     out
+}
+
+/// The status line of a finished or running run (the last line of [`render`]).
+pub fn verdict(status: &RunStatus) -> &'static str {
+    if status.complete {
+        "complete"
+    } else if status.settled && !status.failures.is_empty() {
+        "stopped with failures: fix the cause, then `credence dlq replay` or `credence sweep resume`"
+    } else if status.settled {
+        "stopped: `credence sweep resume` publishes the jobs without results"
+    } else {
+        "in progress"
+    }
+}
+
+/// What one configuration's bar says beside its count: rate, ETA and jobs by state.
+pub fn bar_message(c: &ConfigProgress) -> String {
+    let rate = c
+        .rate
+        .map_or_else(|| "-".into(), |r| format!("{r:.1} ex/s"));
+    let eta = match (c.eta_seconds, c.done == c.jobs) {
+        (_, true) => "done".to_string(),
+        (Some(s), false) => format!("eta {}", duration(s)),
+        (None, false) => "eta -".to_string(),
+    };
+    format!(
+        "{rate}  {eta}  jobs {}/{}  running {}  waiting {}  failed {}  {}",
+        c.done, c.jobs, c.running, c.waiting, c.failed, c.state
+    )
+}
+
+/// Redraws a run's status every `every` until it completes or settles (nothing more
+/// will happen without `resume`): a live bar per model x dataset x mode with rate and
+/// ETA, or with `json` one status object per line. Returns the last status.
+pub async fn watch(
+    store: &PgStore,
+    run_id: &str,
+    every: std::time::Duration,
+    json: bool,
+) -> anyhow::Result<RunStatus> {
+    use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+    let multi = MultiProgress::new();
+    let style = ProgressStyle::with_template("{prefix:<44} [{bar:30}] {pos}/{len} ex  {msg}")
+        .map_err(|e| anyhow::anyhow!("progress template: {e}"))?
+        .progress_chars("=> ");
+    let mut bars: Vec<ProgressBar> = Vec::new();
+    loop {
+        let status = read(store, run_id).await?;
+        if json {
+            println!("{}", serde_json::to_string(&status)?);
+        } else {
+            for (i, c) in status.configs.iter().enumerate() {
+                if i == bars.len() {
+                    let bar = multi.add(ProgressBar::new(c.examples));
+                    bar.set_style(style.clone());
+                    bar.set_prefix(format!("{} / {} / {}", c.model, c.dataset, c.mode));
+                    bars.push(bar);
+                }
+                let bar = &bars[i];
+                bar.set_length(c.examples);
+                bar.set_position(c.examples_done);
+                bar.set_message(bar_message(c));
+            }
+        }
+        if status.complete || status.settled {
+            for bar in &bars {
+                bar.finish();
+            }
+            if !json {
+                for f in &status.failures {
+                    println!(
+                        "failed: {} / {} / {} shard {} after {} deliveries: {}",
+                        f.model, f.dataset, f.mode, f.shard, f.attempts, f.error
+                    );
+                }
+                println!("{}", verdict(&status));
+            }
+            return Ok(status);
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 #[cfg(test)]
