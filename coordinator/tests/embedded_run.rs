@@ -127,6 +127,7 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
         "### Baselines on sample",
         "### Matching ablation on sample",
         "### RR at each tau_dup on sample",
+        "### Rule repair passes over the base claims (3 passes)",
         "### Gating false negatives",
         "### Paired comparisons on sample",
     ] {
@@ -156,7 +157,7 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
             assert!(!t["rows"].as_array().unwrap().is_empty(), "{name}: {t}");
         }
     }
-    assert_eq!(tables.len(), 8, "{:?}", tables.keys());
+    assert_eq!(tables.len(), 9, "{:?}", tables.keys());
     assert_eq!(json["tables"]["main"][0]["columns"][2], "Semantic-F1");
     assert_eq!(
         json["tables"]["main"][0]["rows"].as_array().unwrap().len(),

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use credence_shared::audit::{self, ConvergenceRow};
 use credence_shared::domain::Mode;
-use credence_shared::store::StoredOutput;
+use credence_shared::store::{Store, StoredOutput};
 use credence_shared::sweep::SweepSpec;
 use credence_shared::Example;
 use credence_worker::pipeline::convergence;
@@ -119,7 +119,29 @@ async fn convergence_audit(args: ConvergenceArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    eprintln!("loading the parser and encoder the run recorded...");
+    let rows = convergence_rows(&*store, &sweep, &outputs, &groups, args.passes, true).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", audit::render_convergence(&rows));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The convergence audit of each model x dataset in `groups`: the rule tier `passes`
+/// times over the stored base claims, with the parser, encoder and verifier settings of
+/// the run's recorded sweep (with `progress`, what it does on standard error).
+pub(crate) async fn convergence_rows(
+    store: &dyn Store,
+    sweep: &SweepSpec,
+    outputs: &[StoredOutput],
+    groups: &[(String, String)],
+    passes: u32,
+    progress: bool,
+) -> anyhow::Result<Vec<ConvergenceRow>> {
+    if progress {
+        eprintln!("loading the parser and encoder the run recorded...");
+    }
     let scorer = tokio::task::spawn_blocking({
         let sweep = sweep.clone();
         move || Scorer::load(&sweep.nlp, sweep.encoder.as_ref(), &sweep.verifier)
@@ -128,7 +150,7 @@ async fn convergence_audit(args: ConvergenceArgs) -> anyhow::Result<ExitCode> {
     .context("loading the run's parser and encoder")?;
     let mut rows: Vec<ConvergenceRow> = Vec::new();
     for (model, dataset) in groups {
-        let in_group = |o: &&StoredOutput| o.model == model && o.dataset == dataset;
+        let in_group = |o: &&StoredOutput| &o.model == model && &o.dataset == dataset;
         let base: Vec<&StoredOutput> = outputs
             .iter()
             .filter(in_group)
@@ -145,39 +167,36 @@ async fn convergence_audit(args: ConvergenceArgs) -> anyhow::Result<ExitCode> {
             .collect();
         let claims: Vec<Vec<String>> = base.iter().map(|o| o.claims.clone()).collect();
         let clock = Instant::now();
-        eprint!("{model} / {dataset}: {} examples, pass", examples.len());
-        let trajectories = convergence::trajectories(
-            &scorer,
-            store.as_ref(),
-            &examples,
-            &claims,
-            args.passes,
-            |pass| eprint!(" {pass}"),
-        )
-        .await
-        .with_context(|| format!("repairing {model} / {dataset}"))?;
-        eprintln!(" ({:.1} s)", clock.elapsed().as_secs_f64());
+        if progress {
+            eprint!("{model} / {dataset}: {} examples, pass", examples.len());
+        }
+        let trajectories =
+            convergence::trajectories(&scorer, store, &examples, &claims, passes, |pass| {
+                if progress {
+                    eprint!(" {pass}")
+                }
+            })
+            .await
+            .with_context(|| format!("repairing {model} / {dataset}"))?;
+        if progress {
+            eprintln!(" ({:.1} s)", clock.elapsed().as_secs_f64());
+        }
         let ids: Vec<String> = examples.iter().map(|e| e.id.clone()).collect();
         let mine: Vec<StoredOutput> = outputs.iter().filter(in_group).cloned().collect();
         rows.push(audit::convergence(
-            &model,
-            &dataset,
+            model,
+            dataset,
             &ids,
             &trajectories,
             &mine,
             sweep.verifier.max_iterations,
         ));
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else {
-        print!("{}", audit::render_convergence(&rows));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(rows)
 }
 
 /// The model x dataset pairs with base outputs, in stored order, filtered.
-fn groups(
+pub(crate) fn groups(
     outputs: &[StoredOutput],
     models: &[String],
     datasets: &[String],

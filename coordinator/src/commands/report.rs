@@ -8,6 +8,9 @@ use credence_shared::sweep::SweepSpec;
 use credence_shared::timing;
 use std::process::ExitCode;
 
+/// Passes of the rule-repair table (the paper's k = 1, 2, 3).
+const REPAIR_PASSES: u32 = 3;
+
 #[derive(Args)]
 pub struct ReportArgs {
     /// The run id (the sweep's name).
@@ -21,8 +24,9 @@ pub struct ReportArgs {
     format: Format,
     /// Only this table (repeat for several; default: every table). Tables: main (per
     /// dataset: model x mode with Semantic-F1, EPR, AVR, RR, verify%), timing,
-    /// semantic_vs_jaccard, baselines, matching, tau_dup, gating, encoder_sensitivity
-    /// (with --compare), significance.
+    /// semantic_vs_jaccard, baselines, matching, tau_dup, repair_passes (runs the rule
+    /// tier again with the run's parser and encoder), gating, encoder_sensitivity (with
+    /// --compare), significance.
     #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(report::tables::TABLES))]
     table: Vec<String>,
     /// Another run in the same store over the same examples, scored with another
@@ -77,6 +81,19 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                 Some((other.as_str(), other_spec, store.run_outputs(other).await?))
             }
         };
+        let wanted = |name: &str| args.table.is_empty() || args.table.iter().any(|t| t == name);
+        let repair_passes = if wanted("repair_passes") {
+            let groups = super::audit::groups(&outputs, &[], &[]);
+            Some(if groups.is_empty() {
+                Err("the run has no base outputs".to_string())
+            } else {
+                super::audit::convergence_rows(&*store, &spec, &outputs, &groups, REPAIR_PASSES, false)
+                    .await
+                    .map_err(|e| format!("{e:#}"))
+            })
+        } else {
+            None
+        };
         let data = report::tables::ReportData {
             spec: &spec,
             stats: &stats,
@@ -85,6 +102,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             compare: compared
                 .as_ref()
                 .map(|(run, spec, outputs)| (*run, spec, outputs.as_slice())),
+            repair_passes: repair_passes.as_ref(),
         };
         let tables = report::tables::build(&data, &args.table);
         match args.format {

@@ -107,6 +107,7 @@ fn latex_escape(s: &str) -> String {
             '^' => out.push_str("\\textasciicircum{}"),
             '–' => out.push_str("--"),
             '≥' => out.push_str("$\\geq$"),
+            'Δ' => out.push_str("$\\Delta$"),
             '<' => out.push_str("\\textless{}"),
             '>' => out.push_str("\\textgreater{}"),
             _ => out.push(ch),
