@@ -34,6 +34,14 @@ pub struct ReportArgs {
     /// per-example Semantic-F1, model rank preservation, mean offset).
     #[arg(long, value_name = "RUN")]
     compare: Option<String>,
+    /// The significance table prints the one-sided "not better" share (resampled
+    /// differences <= 0 where higher is better, >= 0 for AVR and RR) instead of the
+    /// two-sided p-value.
+    #[arg(long)]
+    one_sided: bool,
+    /// Holm-adjust the significance table's p-values across each table's tests.
+    #[arg(long)]
+    holm: bool,
     /// Print the timing table instead: per model and mode, the seconds an example takes
     /// through the mode's pipeline (mean, std, median) and examples per minute. Run the
     /// sweep with the `verify` mode for the paper's verifier line.
@@ -103,6 +111,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                 .as_ref()
                 .map(|(run, spec, outputs)| (*run, spec, outputs.as_slice())),
             repair_passes: repair_passes.as_ref(),
+            p_values: report::tables::PValueOptions {
+                one_sided: args.one_sided,
+                holm: args.holm,
+            },
         };
         let tables = report::tables::build(&data, &args.table);
         match args.format {

@@ -97,6 +97,8 @@ mod tests {
                     ci_low: Some(-0.2),
                     ci_high: Some(0.0),
                     p_value: Some(0.04),
+                    p_le: Some(0.02),
+                    p_ge: Some(0.99),
                 })
                 .collect(),
         };

@@ -222,6 +222,11 @@ pub struct ComparisonRecord {
     pub ci_high: Option<f64>,
     /// Two-sided paired bootstrap p-value.
     pub p_value: Option<f64>,
+    /// Share of resampled differences <= 0 (the one-sided "not better" share when
+    /// higher is better).
+    pub p_le: Option<f64>,
+    /// Share of resampled differences >= 0 (the same when lower is better).
+    pub p_ge: Option<f64>,
 }
 
 /// A run's statistics as stored.

@@ -299,7 +299,7 @@ pub(crate) fn run_statistics_sql(run: &str) -> (String, String) {
         ),
         format!(
             "SELECT dataset, metric, a_model, a_mode, b_model, b_mode, n, delta, ci_low,
-                    ci_high, p_value
+                    ci_high, p_value, p_le, p_ge
              FROM comparisons WHERE run_id = {run}"
         ),
     )
