@@ -22,7 +22,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 /// Settings of an embedded run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// The SQLite file.
     pub db: PathBuf,
@@ -32,6 +32,9 @@ pub struct RunOptions {
     pub max_deliveries: u32,
     /// Show progress bars.
     pub progress: bool,
+    /// Where the job path reports stage seconds, jobs, examples, LLM requests and cache
+    /// lookups (Prometheus with `credence run --metrics-addr`).
+    pub observer: Arc<dyn credence_shared::observe::JobObserver>,
 }
 
 /// How a run ended.
@@ -133,7 +136,7 @@ async fn execute(
             max_deliveries: opts.max_deliveries,
             heartbeat: None,
             aggregation: Aggregation::Inline,
-            observer: Arc::new(credence_shared::observe::NoObserver),
+            observer: opts.observer.clone(),
         };
         tasks.spawn(async move {
             // Every worker drains the model queues in order; all models are loaded here.

@@ -610,3 +610,87 @@ fn the_html_report_renders_its_plots(html: &str, dir: &Path) {
     assert!(dom.contains("sentence-split / repair"), "{dom}");
     assert!(dom.contains("<h3>Results on sample</h3>"), "{dom}");
 }
+
+/// `GET /metrics` from a local address, raw HTTP/1.0 (the body, or `None` while nothing
+/// answers).
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// The sum of a family's samples whose line starts with `prefix` (name and labels).
+fn sample_sum(body: &str, prefix: &str) -> f64 {
+    body.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `credence run --metrics-addr` serves the job path's families while the embedded run
+/// works: jobs and examples done, seconds per stage, job seconds, up.
+#[test]
+fn the_embedded_run_serves_prometheus_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = big_sweep(dir.path(), "watched");
+    let db = dir.path().join("watched.db");
+    let addr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let mut child = credence()
+        .arg("run")
+        .arg(&sweep)
+        .arg("--db")
+        .arg(&db)
+        .args(["--quiet", "--workers", "2", "--metrics-addr", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let body = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("credence ended ({status}) before its metrics were scraped");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no jobs counted in 120 s"
+        );
+        if let Some(body) = scrape(&addr) {
+            if sample_sum(&body, "credence_jobs_total{") >= 20.0 {
+                break body;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(sample_sum(&body, "credence_worker_up") == 1.0, "{body}");
+    assert!(
+        sample_sum(&body, "credence_examples_total{") >= 20.0 * 3.0,
+        "{body}"
+    );
+    for stage in ["decompose", "parse", "verify", "metrics", "store"] {
+        assert!(
+            sample_sum(&body, "credence_stage_seconds_count{") > 0.0
+                && body
+                    .lines()
+                    .any(|l| l.starts_with("credence_stage_seconds_count{")
+                        && l.contains(&format!("stage=\"{stage}\""))
+                        && !l.ends_with(" 0")),
+            "no {stage} seconds:\n{body}"
+        );
+    }
+    assert!(
+        sample_sum(&body, "credence_job_seconds_count{") >= 20.0,
+        "{body}"
+    );
+}

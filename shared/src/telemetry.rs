@@ -345,11 +345,22 @@ pub fn render(registry: &Registry) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// Serves `GET /metrics` on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<(), TelemetryError> {
-    let listener = tokio::net::TcpListener::bind(addr)
+/// Binds the metrics endpoint's address (so a taken port fails at once, with the
+/// address named).
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, TelemetryError> {
+    tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| TelemetryError::Bind { addr, source })?;
+        .map_err(|source| TelemetryError::Bind { addr, source })
+}
+
+/// Serves `GET /metrics` on a bound listener until the process ends.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    registry: Registry,
+) -> Result<(), TelemetryError> {
+    let addr = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
@@ -361,6 +372,11 @@ pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<(), Telemetry
     axum::serve(listener, app)
         .await
         .map_err(|source| TelemetryError::Bind { addr, source })
+}
+
+/// Serves `GET /metrics` on `addr` until the process ends.
+pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<(), TelemetryError> {
+    serve_on(bind(addr).await?, registry).await
 }
 
 #[cfg(test)]

@@ -4,9 +4,12 @@ use anyhow::Context;
 use clap::Args;
 use credence::embedded::{self, RunOptions};
 use credence::summary;
+use credence_shared::observe::{JobObserver, NoObserver};
+use credence_shared::telemetry::WorkerMetrics;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Run a sweep in this process: plans model x dataset x mode x shard jobs, runs them on
 /// N worker tasks, writes everything to a SQLite file, and prints the mean of each metric
@@ -31,6 +34,11 @@ pub struct RunArgs {
     /// Hide the progress bars.
     #[arg(long)]
     quiet: bool,
+    /// Serve Prometheus metrics on this address while the run lasts (e.g.
+    /// 127.0.0.1:9464): jobs, examples, seconds per stage, LLM tokens and requests, cache
+    /// hits and misses, as a worker of the distributed engine does.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 fn default_workers() -> usize {
@@ -49,11 +57,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 let _ = stop_tx.send(true);
             }
         });
+        let observer: Arc<dyn JobObserver> = match args.metrics_addr {
+            None => Arc::new(NoObserver),
+            Some(addr) => {
+                let metrics = WorkerMetrics::new()?;
+                metrics.job.up.set(1);
+                let listener = credence_shared::telemetry::bind(addr).await?;
+                let registry = metrics.registry().clone();
+                tokio::spawn(async move {
+                    if let Err(e) = credence_shared::telemetry::serve_on(listener, registry).await {
+                        tracing::error!(error = %e, "metrics endpoint stopped");
+                    }
+                });
+                Arc::new(metrics.job)
+            }
+        };
         let opts = RunOptions {
             db: args.db.clone(),
             workers: args.workers,
             max_deliveries: args.max_deliveries,
             progress: !args.quiet && std::io::stderr().is_terminal(),
+            observer,
         };
         let report = embedded::run(sweep, &opts, stop_rx).await?;
         if args.json {
