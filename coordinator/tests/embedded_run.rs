@@ -675,17 +675,15 @@ fn the_embedded_run_serves_prometheus_metrics() {
     child.wait().unwrap();
     assert!(sample_sum(&body, "credence_worker_up") == 1.0, "{body}");
     assert!(
-        sample_sum(&body, "credence_examples_total{") >= 20.0 * 3.0,
+        sample_sum(&body, "credence_examples_processed_total{") >= 20.0 * 3.0,
         "{body}"
     );
     for stage in ["decompose", "parse", "verify", "metrics", "store"] {
         assert!(
-            sample_sum(&body, "credence_stage_seconds_count{") > 0.0
-                && body
-                    .lines()
-                    .any(|l| l.starts_with("credence_stage_seconds_count{")
-                        && l.contains(&format!("stage=\"{stage}\""))
-                        && !l.ends_with(" 0")),
+            body.lines()
+                .any(|l| l.starts_with("credence_stage_seconds_count{")
+                    && l.contains(&format!("stage=\"{stage}\""))
+                    && !l.ends_with(" 0")),
             "no {stage} seconds:\n{body}"
         );
     }
