@@ -266,7 +266,12 @@ const VERBS: &[&str] = &[
     "bled",
 ];
 
-/// Reporting verbs that open a frame carried over to the next clause (Appendix B).
+/// Reporting verbs that open a frame carried over to the next clause ("X said that A and
+/// B" gives "X said that A." and "X said that B."). The oracle's own list, which builds
+/// ClaimDecompBench's references: not the 27 verb forms of the paper's Appendix B, which
+/// the verifier's modality check and the rule tier's reporting frames use
+/// (`pipeline/verify/modality.rs`). Aligning it would change ClaimDecompBench-1000's
+/// references and sha256.
 const REPORTING: &[&str] = &[
     "said",
     "says",
