@@ -95,6 +95,15 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
     let out = runtime
         .block_on(decomposer.decompose(&args.sentence, &DecomposeContext::standalone()))
         .with_context(|| format!("decomposing with {:?}", spec.name))?;
+    // What `--json` prints in any case; a mode adds its claims, trace and report.
+    let mut value = serde_json::json!({
+        "model": spec.name,
+        "fingerprint": decomposer.fingerprint(),
+        "prompt": spec.prompt,
+        "completion": out.completion,
+        "claims": out.claims,
+        "parse_failed": out.parse_failed,
+    });
     if let Some(mode) = args.mode {
         let scorer = load_scorer(args.sweep.as_deref(), &args.encoder, args.no_encoder)?;
         let example = one_example("sentence", &args.sentence);
@@ -120,19 +129,12 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
         })?;
         let report = &outcome.scored.examples[0].report;
         if args.json {
-            let value = serde_json::json!({
-                "model": spec.name,
-                "fingerprint": decomposer.fingerprint(),
-                "prompt": spec.prompt,
-                "completion": out.completion,
-                "parse_failed": out.parse_failed,
-                "mode": mode,
-                "base_claims": out.claims,
-                "claims": outcome.claims[0],
-                "pipeline_version": outcome.pipeline_version,
-                "trace": outcome.traces[0],
-                "verifier": report,
-            });
+            value["mode"] = serde_json::json!(mode);
+            value["base_claims"] = serde_json::json!(out.claims);
+            value["claims"] = serde_json::json!(outcome.claims[0]);
+            value["pipeline_version"] = serde_json::json!(outcome.pipeline_version);
+            value["trace"] = serde_json::json!(outcome.traces[0]);
+            value["verifier"] = serde_json::to_value(report)?;
             println!("{}", serde_json::to_string_pretty(&value)?);
         } else {
             println!("base claims:");
@@ -157,14 +159,6 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.json {
-        let value = serde_json::json!({
-            "model": spec.name,
-            "fingerprint": decomposer.fingerprint(),
-            "prompt": spec.prompt,
-            "completion": out.completion,
-            "claims": out.claims,
-            "parse_failed": out.parse_failed,
-        });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         if let Some(completion) = &out.completion {
