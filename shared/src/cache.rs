@@ -69,8 +69,9 @@ pub trait GenerationCache: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Takes the lease on generating this key for `ttl`: true when `holder` now holds
-    /// it (nobody did, or the last holder's lease ran out), false while another holder's
-    /// lease runs. A holder that crashes loses its lease when it runs out.
+    /// it (nobody did, the last holder's lease ran out, or `holder` held it already, whose
+    /// lease now runs `ttl` from now: a renewal), false while another holder's lease
+    /// runs. A holder that crashes loses its lease when it runs out.
     async fn lease_generation(
         &self,
         model_fingerprint: &str,

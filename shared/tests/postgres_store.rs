@@ -380,6 +380,15 @@ async fn coordinator_queries_and_caches() {
         .lease_generation("m", "q", "greedy", "w2", ttl)
         .await
         .unwrap());
+    // Its holder renews it; nobody else can.
+    assert!(store
+        .lease_generation("m", "q", "greedy", "w1", ttl)
+        .await
+        .unwrap());
+    assert!(!store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
     assert!(store
         .lease_generation("m", "q", "other", "w2", ttl)
         .await
@@ -404,6 +413,11 @@ async fn coordinator_queries_and_caches() {
         .await
         .unwrap());
     let short = std::time::Duration::from_millis(50);
+    assert!(store
+        .lease_generation("m", "r", "greedy", "w1", ttl)
+        .await
+        .unwrap());
+    // A renewal with a short term: the lease now runs out 50 ms from now.
     assert!(store
         .lease_generation("m", "r", "greedy", "w1", short)
         .await

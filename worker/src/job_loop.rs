@@ -339,7 +339,11 @@ async fn run_job(
 /// connections never stops the work that holds them from finishing with them. (Awaiting
 /// the beat in a `select!` arm did: with every connection held by the job's requests in
 /// flight, the beat waited out its pool timeout while nothing released one.)
-async fn with_heartbeat<T, B, F>(work: impl Future<Output = T>, every: Duration, beat: B) -> T
+pub(crate) async fn with_heartbeat<T, B, F>(
+    work: impl Future<Output = T>,
+    every: Duration,
+    beat: B,
+) -> T
 where
     B: FnMut() -> F,
     F: Future<Output = ()>,

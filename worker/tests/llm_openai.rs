@@ -15,7 +15,7 @@ use credence_worker::decompose::{DecomposeContext, Decomposer, LlmDecomposer};
 use credence_worker::handler::decompose_shard;
 use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings};
 use credence_worker::llm::retry::RetryPolicy;
-use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, Generator};
+use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, GenerateOnce, Generator};
 use llm_server::{LlmServer, Reply};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -329,6 +329,36 @@ async fn each_generation_happens_once_whoever_asks() {
         .await
         .unwrap();
     assert_eq!(server.requests(), 21);
+}
+
+/// A generation that takes longer than the lease's term is still made once: its holder
+/// renews the lease while the model works, so a second worker (another process on the
+/// same store) waits for the completion instead of taking the lease over.
+#[tokio::test]
+async fn a_lease_renewed_while_the_model_works_keeps_a_slow_generation_single() {
+    let server = LlmServer::start(Duration::from_millis(1500), |_, _| Reply::Decompose).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let backend: Arc<dyn Generator> = Arc::new(OpenAiBackend::new(&settings(&server)).unwrap());
+    let ttl = Duration::from_millis(300);
+    let a = GenerateOnce::new(backend.clone()).with_lease_ttl(ttl);
+    let b = GenerateOnce::new(backend).with_lease_ttl(ttl);
+    let req = request("The plant closed and the workers left.");
+    let first = a.generate(&store, "v1", &req);
+    let second = async {
+        // Ask once the first holds the lease.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        b.generate(&store, "v1", &req).await
+    };
+    let (x, y) = tokio::join!(first, second);
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert_eq!(x.text, y.text);
+    assert!(!x.cached && y.cached, "{x:?} {y:?}");
+    assert_eq!(
+        server.requests(),
+        1,
+        "the second worker took over a live lease"
+    );
 }
 
 #[tokio::test]

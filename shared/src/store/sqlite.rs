@@ -615,6 +615,7 @@ impl GenerationCache for SqliteStore {
              ON CONFLICT (model_fingerprint, prompt_sha256, params) DO UPDATE
                  SET holder = excluded.holder, expires_ms = excluded.expires_ms
                  WHERE generation_leases.expires_ms < ?
+                    OR generation_leases.holder = excluded.holder
              RETURNING holder",
         )
         .bind(model_fingerprint)

@@ -135,12 +135,6 @@ pub trait Generator: Send + Sync {
 
     /// Answers one request.
     async fn generate(&self, request: &ChatRequest) -> Result<Completion, GenerateError>;
-
-    /// How long one generation can take, retries included: how long another worker
-    /// waits on this one's lease before taking the generation over.
-    fn worst_case(&self) -> Duration {
-        Duration::from_secs(600)
-    }
 }
 
 impl GenerateError {

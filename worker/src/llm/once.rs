@@ -4,9 +4,10 @@
 //! lease in the store; whoever holds it generates, stores the completion and gives the
 //! lease back, while every other caller, in this process or on another worker, waits
 //! for the cache entry. So the four mode jobs of one example, running at once on four
-//! workers, make one base generation between them, and a rerun makes none. A holder
-//! that dies loses its lease when the lease runs out (the backend's worst case over all
-//! retries), and the next caller takes the generation over.
+//! workers, make one base generation between them, and a rerun makes none. The holder
+//! renews its lease every third of its term while the model works, so a lease is short
+//! (a minute) however long a generation takes: a holder that dies loses it within the
+//! minute, and the next caller takes the generation over.
 
 use super::{ChatRequest, GenerateError, Generator};
 use credence_shared::cache::{CachedGeneration, GenerationCache, TokenUsage};
@@ -23,7 +24,12 @@ pub struct GenerateOnce {
     gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// How often a caller looks again while another process holds the lease.
     poll: Duration,
+    /// How long a lease lasts unless renewed.
+    lease_ttl: Duration,
 }
+
+/// A lease's term: renewed every third of it while the model works.
+const LEASE_TTL: Duration = Duration::from_secs(60);
 
 /// A completion and where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,7 +74,14 @@ impl GenerateOnce {
             generator,
             gates: Mutex::new(HashMap::new()),
             poll: Duration::from_millis(100),
+            lease_ttl: LEASE_TTL,
         }
+    }
+
+    /// The same with another lease term (tests take it short).
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl.max(Duration::from_millis(30));
+        self
     }
 
     /// The generator behind it.
@@ -113,7 +126,7 @@ impl GenerateOnce {
         params: &str,
         request: &ChatRequest,
     ) -> Result<Generated, OnceError> {
-        let ttl = self.generator.worst_case() + Duration::from_secs(30);
+        let ttl = self.lease_ttl;
         let mut poll = self.poll;
         loop {
             if let Some(hit) = cache.generation(fingerprint, prompt, params).await? {
@@ -132,7 +145,24 @@ impl GenerateOnce {
                     release(cache, fingerprint, prompt, params, &holder).await?;
                     return Ok(Generated::cached(hit));
                 }
-                let generated = self.generator.generate(request).await;
+                let renew = || async {
+                    match cache
+                        .lease_generation(fingerprint, prompt, params, &holder, ttl)
+                        .await
+                    {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!(
+                            "a generation lease ran out before it was renewed; another worker may generate the same completion"
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "renewing a generation lease"),
+                    }
+                };
+                let generated = crate::job_loop::with_heartbeat(
+                    self.generator.generate(request),
+                    ttl / 3,
+                    renew,
+                )
+                .await;
                 let stored = match &generated {
                     Ok(c) => {
                         let usage = TokenUsage {

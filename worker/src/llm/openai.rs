@@ -253,10 +253,6 @@ impl Generator for OpenAiBackend {
         self.max_concurrency
     }
 
-    fn worst_case(&self) -> Duration {
-        self.retry.worst_case(self.request_timeout)
-    }
-
     async fn generate(&self, request: &ChatRequest) -> Result<Completion, GenerateError> {
         let started = Instant::now();
         let mut attempt = 0;

@@ -53,13 +53,6 @@ impl RetryPolicy {
             None => jittered,
         }
     }
-
-    /// Worst-case time a request can take over all its attempts, each bounded by
-    /// `timeout`: how long another worker waits before taking over its generation.
-    pub fn worst_case(&self, timeout: Duration) -> Duration {
-        let waits = self.cap.max(self.max_retry_after);
-        (timeout + waits).saturating_mul(self.max_attempts)
-    }
 }
 
 /// A `Retry-After` header value: delta-seconds or an HTTP date.

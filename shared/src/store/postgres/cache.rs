@@ -129,6 +129,7 @@ impl GenerationCache for PgStore {
              ON CONFLICT (model_fingerprint, prompt_sha256, params) DO UPDATE
                  SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
                  WHERE generation_leases.expires_at < now()
+                    OR generation_leases.holder = EXCLUDED.holder
              RETURNING holder",
         )
         .bind(model_fingerprint)

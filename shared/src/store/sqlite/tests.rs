@@ -281,6 +281,15 @@ async fn caches_round_trip() {
         .lease_generation("m", "q", "greedy", "w2", ttl)
         .await
         .unwrap());
+    // Its holder renews it; nobody else can.
+    assert!(store
+        .lease_generation("m", "q", "greedy", "w1", ttl)
+        .await
+        .unwrap());
+    assert!(!store
+        .lease_generation("m", "q", "greedy", "w2", ttl)
+        .await
+        .unwrap());
     store
         .release_generation("m", "q", "greedy", "w2")
         .await
