@@ -22,6 +22,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
+pub(crate) use crate::heartbeat::with_heartbeat;
+
 /// What the loop reports about each delivery.
 #[derive(Debug, Clone)]
 pub enum JobEvent {
@@ -332,42 +334,6 @@ async fn run_job(
         .observer
         .stage(&job.model, Stage::Store, writing.elapsed().as_secs_f64());
     Ok(Some((commit, results.len())))
-}
-
-/// Runs `work` with `beat` called every `every` beside it. Beside, not instead: both are
-/// polled whenever the task wakes, so a heartbeat waiting for one of the store's pooled
-/// connections never stops the work that holds them from finishing with them. (Awaiting
-/// the beat in a `select!` arm did: with every connection held by the job's requests in
-/// flight, the beat waited out its pool timeout while nothing released one.)
-pub(crate) async fn with_heartbeat<T, B, F>(
-    work: impl Future<Output = T>,
-    every: Duration,
-    beat: B,
-) -> T
-where
-    B: FnMut() -> F,
-    F: Future<Output = ()>,
-{
-    tokio::select! {
-        done = work => done,
-        never = beat_forever(every, beat) => match never {},
-    }
-}
-
-/// Calls `beat` every `every`, the first time one period from now, forever.
-async fn beat_forever<B, F>(every: Duration, mut beat: B) -> std::convert::Infallible
-where
-    B: FnMut() -> F,
-    F: Future<Output = ()>,
-{
-    let mut tick = tokio::time::interval(every);
-    // A beat that took longer than a period is not made up for with a burst.
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        beat().await;
-    }
 }
 
 /// Publishes the aggregation job of the configuration `job` finished. A failure is

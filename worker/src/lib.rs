@@ -7,6 +7,7 @@
 pub mod decompose;
 pub mod embed;
 pub mod handler;
+mod heartbeat;
 pub mod job_loop;
 pub mod llm;
 pub mod nlp;

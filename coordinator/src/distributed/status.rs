@@ -68,14 +68,7 @@ pub fn render(status: &RunStatus) -> String {
         let name = format!("{} / {} / {}", c.model, c.dataset, c.mode);
         let filled = (30 * c.done).checked_div(c.jobs).unwrap_or(0) as usize;
         let bar = format!("{}{}", "=".repeat(filled), " ".repeat(30 - filled));
-        let rate = c
-            .rate
-            .map_or_else(|| "-".into(), |r| format!("{r:.1} ex/s"));
-        let eta = match (c.eta_seconds, c.done == c.jobs) {
-            (_, true) => "done".to_string(),
-            (Some(s), false) => format!("eta {}", duration(s)),
-            (None, false) => "eta -".to_string(),
-        };
+        let (rate, eta) = rate_and_eta(c);
         let _ = writeln!(
             out,
             "{name:<width$} [{bar}] {}/{} jobs {}/{} ex  {rate}  {eta}  running {}  waiting {}  failed {}{}  {}",
@@ -95,11 +88,7 @@ pub fn render(status: &RunStatus) -> String {
         );
     }
     for f in &status.failures {
-        let _ = writeln!(
-            out,
-            "failed: {} / {} / {} shard {} after {} deliveries: {}",
-            f.model, f.dataset, f.mode, f.shard, f.attempts, f.error
-        );
+        let _ = writeln!(out, "{}", failure_line(f));
     }
     let _ = writeln!(out, "{}", verdict(status));
     out
@@ -118,8 +107,9 @@ pub fn verdict(status: &RunStatus) -> &'static str {
     }
 }
 
-/// What one configuration's bar says beside its count: rate, ETA and jobs by state.
-pub fn bar_message(c: &ConfigProgress) -> String {
+/// A configuration's rate (`12.3 ex/s`, `-` before any finished job) and ETA (`eta 4m05s`,
+/// `eta -`, or `done`).
+fn rate_and_eta(c: &ConfigProgress) -> (String, String) {
     let rate = c
         .rate
         .map_or_else(|| "-".into(), |r| format!("{r:.1} ex/s"));
@@ -128,6 +118,20 @@ pub fn bar_message(c: &ConfigProgress) -> String {
         (Some(s), false) => format!("eta {}", duration(s)),
         (None, false) => "eta -".to_string(),
     };
+    (rate, eta)
+}
+
+/// A failed job as `sweep status` lists it.
+fn failure_line(f: &FailedJob) -> String {
+    format!(
+        "failed: {} / {} / {} shard {} after {} deliveries: {}",
+        f.model, f.dataset, f.mode, f.shard, f.attempts, f.error
+    )
+}
+
+/// What one configuration's bar says beside its count: rate, ETA and jobs by state.
+pub fn bar_message(c: &ConfigProgress) -> String {
+    let (rate, eta) = rate_and_eta(c);
     format!(
         "{rate}  {eta}  jobs {}/{}  running {}  waiting {}  failed {}  {}",
         c.done, c.jobs, c.running, c.waiting, c.failed, c.state
@@ -173,10 +177,7 @@ pub async fn watch(
             }
             if !json {
                 for f in &status.failures {
-                    println!(
-                        "failed: {} / {} / {} shard {} after {} deliveries: {}",
-                        f.model, f.dataset, f.mode, f.shard, f.attempts, f.error
-                    );
+                    println!("{}", failure_line(f));
                 }
                 println!("{}", verdict(&status));
             }

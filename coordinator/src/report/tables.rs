@@ -119,14 +119,45 @@ pub struct ReportData<'a> {
     pub p_values: PValueOptions,
 }
 
-/// The metric columns of the main and baselines tables: (metric, heading, higher is
-/// better, display scale, decimals).
-const MAIN_METRICS: [(&str, &str, bool, f64, usize); 5] = [
-    ("semantic_f1", "Semantic-F1", true, 1.0, 3),
-    ("epr", "EPR", true, 1.0, 3),
-    ("avr", "AVR", false, 1.0, 3),
-    ("rr", "RR", false, 1.0, 3),
-    ("verify_ok", "verify%", true, 100.0, 1),
+/// A metric column of a model x mode table.
+#[derive(Debug, Clone, Copy)]
+struct MetricColumn {
+    /// The metric's name (its aggregates' `metric`).
+    metric: &'static str,
+    /// The column heading.
+    heading: &'static str,
+    /// Whether higher is better, for the bold best of each model's modes; `None`: the
+    /// column is not compared (nothing in it is bold).
+    higher: Option<bool>,
+    /// Display scale (verify% x 100).
+    scale: f64,
+    /// Decimals.
+    digits: usize,
+}
+
+const fn col(
+    metric: &'static str,
+    heading: &'static str,
+    higher: Option<bool>,
+    scale: f64,
+    digits: usize,
+) -> MetricColumn {
+    MetricColumn {
+        metric,
+        heading,
+        higher,
+        scale,
+        digits,
+    }
+}
+
+/// The metric columns of the main and baselines tables.
+const MAIN_METRICS: [MetricColumn; 5] = [
+    col("semantic_f1", "Semantic-F1", Some(true), 1.0, 3),
+    col("epr", "EPR", Some(true), 1.0, 3),
+    col("avr", "AVR", Some(false), 1.0, 3),
+    col("rr", "RR", Some(false), 1.0, 3),
+    col("verify_ok", "verify%", Some(true), 100.0, 1),
 ];
 
 struct Lookup<'a> {
@@ -213,8 +244,8 @@ fn means_note(metrics: &[&str]) -> String {
         .map(|d| {
             MAIN_METRICS
                 .iter()
-                .find(|m| m.0 == d.name)
-                .map_or(d.name, |m| m.1)
+                .find(|m| m.metric == d.name)
+                .map_or(d.name, |m| m.heading)
         })
         .collect();
     let mut note = "Means over examples with 95% percentile bootstrap intervals".to_string();
@@ -353,7 +384,7 @@ fn model_mode_rows(
     dataset: &str,
     models: &[&str],
     modes: &[Mode],
-    metrics: &[(&str, &str, bool, f64, usize)],
+    metrics: &[MetricColumn],
 ) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     let mut groups = Vec::new();
@@ -362,7 +393,7 @@ fn model_mode_rows(
         for &mode in modes {
             if metrics
                 .iter()
-                .all(|(m, ..)| lookup.get(model, dataset, mode, m).is_none())
+                .all(|c| lookup.get(model, dataset, mode, c.metric).is_none())
             {
                 continue;
             }
@@ -370,30 +401,30 @@ fn model_mode_rows(
                 Cell::Text(model.to_string()),
                 Cell::Text(mode.as_str().into()),
             ];
-            for (metric, _, _, scale, digits) in metrics {
-                row.push(lookup.estimate(model, dataset, mode, metric, *scale, *digits));
+            for c in metrics {
+                row.push(lookup.estimate(model, dataset, mode, c.metric, c.scale, c.digits));
             }
             rows.push(row);
         }
         groups.push(start..rows.len());
     }
     let mut higher = vec![None, None];
-    higher.extend(metrics.iter().map(|(_, _, h, ..)| Some(*h)));
+    higher.extend(metrics.iter().map(|c| c.higher));
     bold_best(&mut rows, &groups, &higher);
     rows
 }
 
-fn headings(first: &[&str], metrics: &[(&str, &str, bool, f64, usize)]) -> Vec<String> {
+fn headings(first: &[&str], metrics: &[MetricColumn]) -> Vec<String> {
     first
         .iter()
         .map(|s| s.to_string())
-        .chain(metrics.iter().map(|(_, h, ..)| h.to_string()))
+        .chain(metrics.iter().map(|c| c.heading.to_string()))
         .collect()
 }
 
 fn main(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
     let title = format!("Results on {dataset}");
-    let metrics: Vec<&str> = MAIN_METRICS.iter().map(|m| m.0).collect();
+    let metrics: Vec<&str> = MAIN_METRICS.iter().map(|m| m.metric).collect();
     if !lookup.has(dataset, &metrics) {
         return unavailable(
             "main",
@@ -419,9 +450,9 @@ fn main(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
 
 fn semantic_vs_jaccard(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
     let title = format!("Semantic-F1 vs Jaccard-F1 on {dataset}");
-    const METRICS: [(&str, &str, bool, f64, usize); 2] = [
-        ("semantic_f1", "Semantic-F1", true, 1.0, 3),
-        ("jaccard_f1", "Jaccard-F1", true, 1.0, 3),
+    const METRICS: [MetricColumn; 2] = [
+        col("semantic_f1", "Semantic-F1", Some(true), 1.0, 3),
+        col("jaccard_f1", "Jaccard-F1", Some(true), 1.0, 3),
     ];
     if !lookup.has(dataset, &["semantic_f1"]) {
         return unavailable(
@@ -472,7 +503,13 @@ fn baselines(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutco
         );
     }
     let mut metrics = MAIN_METRICS.to_vec();
-    metrics.push(("parse_failed", "parse failures %", false, 100.0, 1));
+    metrics.push(col(
+        "parse_failed",
+        "parse failures %",
+        Some(false),
+        100.0,
+        1,
+    ));
     let rows = model_mode_rows(lookup, dataset, &models, &[Mode::Base], &metrics);
     if rows.is_empty() {
         return unavailable(
@@ -490,24 +527,26 @@ fn baselines(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutco
         rows,
         note: Some(format!(
             "{} Parse failures: FActScore answers with no \"- \" bullet, scored as empty lists.",
-            means_note(&MAIN_METRICS.map(|m| m.0))
+            means_note(&MAIN_METRICS.map(|m| m.metric))
         )),
     })
 }
 
 fn matching(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
     let title = format!("Matching ablation on {dataset}");
-    const METRICS: [(&str, &str, bool, f64, usize); 4] = [
-        ("semantic_f1", "Unconstrained", true, 1.0, 3),
-        ("semantic_hungarian_f1", "Hungarian", true, 1.0, 3),
-        (
+    const METRICS: [MetricColumn; 4] = [
+        // Four views of one quantity, compared across columns rather than modes:
+        // nothing is bold.
+        col("semantic_f1", "Unconstrained", None, 1.0, 3),
+        col("semantic_hungarian_f1", "Hungarian", None, 1.0, 3),
+        col(
             "semantic_thresholded_f1",
             "Thresholded (0.90)",
-            true,
+            None,
             1.0,
             3,
         ),
-        ("semantic_tanimoto_f1", "Tanimoto", true, 1.0, 3),
+        col("semantic_tanimoto_f1", "Tanimoto", None, 1.0, 3),
     ];
     if !lookup.has(dataset, &["semantic_hungarian_f1"]) {
         return unavailable(
@@ -518,14 +557,7 @@ fn matching(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcom
         );
     }
     let models: Vec<&str> = spec.models.iter().map(|m| m.name.as_str()).collect();
-    let mut rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &METRICS);
-    for row in &mut rows {
-        for cell in &mut row[2..] {
-            if let Cell::Estimate { bold, .. } = cell {
-                *bold = false;
-            }
-        }
-    }
+    let rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &METRICS);
     TableOutcome::Table(Table {
         name: "matching",
         dataset: Some(dataset.into()),
@@ -750,7 +782,7 @@ fn significance(stats: &RunStatistics, dataset: &str, options: PValueOptions) ->
     let compared: Vec<&ComparisonRecord> = stats
         .comparisons
         .iter()
-        .filter(|c| c.dataset == dataset && MAIN_METRICS.iter().any(|m| m.0 == c.metric))
+        .filter(|c| c.dataset == dataset && MAIN_METRICS.iter().any(|m| m.metric == c.metric))
         .collect();
     if compared.is_empty() {
         return unavailable(
@@ -760,12 +792,17 @@ fn significance(stats: &RunStatistics, dataset: &str, options: PValueOptions) ->
             "the run has no paired comparisons on this dataset".into(),
         );
     }
-    let metric = |name: &str| MAIN_METRICS.iter().find(|m| m.0 == name);
+    let metric = |name: &str| MAIN_METRICS.iter().find(|m| m.metric == name);
     let mut p: Vec<Option<f64>> = compared
         .iter()
         .map(|c| match (options.one_sided, metric(&c.metric)) {
             (false, _) => c.p_value,
-            (true, Some((_, _, true, ..))) => c.p_le,
+            (
+                true,
+                Some(MetricColumn {
+                    higher: Some(true), ..
+                }),
+            ) => c.p_le,
             (true, _) => c.p_ge,
         })
         .collect();
@@ -794,7 +831,7 @@ fn significance(stats: &RunStatistics, dataset: &str, options: PValueOptions) ->
             vec![
                 Cell::Text(c.a_model.clone()),
                 Cell::Text(format!("{} vs {b}", c.a_mode)),
-                Cell::Text(metric(&c.metric).map_or(c.metric.clone(), |m| m.1.to_string())),
+                Cell::Text(metric(&c.metric).map_or(c.metric.clone(), |m| m.heading.to_string())),
                 Cell::Number {
                     value: c.n as f64,
                     digits: 0,

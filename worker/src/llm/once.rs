@@ -157,7 +157,7 @@ impl GenerateOnce {
                         Err(e) => tracing::warn!(error = %e, "renewing a generation lease"),
                     }
                 };
-                let generated = crate::job_loop::with_heartbeat(
+                let generated = crate::heartbeat::with_heartbeat(
                     self.generator.generate(request),
                     ttl / 3,
                     renew,
