@@ -37,6 +37,9 @@ enum Command {
     Embed(commands::embed::EmbedArgs),
     /// Measure sentence-encoder throughput (sentences/s) per batch size.
     BenchEmbed(commands::bench_embed::BenchEmbedArgs),
+    /// Measure a local LLM's prefill and decode speed (tokens/s), one sequence at a time
+    /// and several in flight.
+    BenchLlm(commands::bench_llm::BenchLlmArgs),
     /// Measure verification plus every per-example metric on real examples (examples/s).
     BenchPipeline(commands::bench_pipeline::BenchPipelineArgs),
     /// The pure-Rust spaCy en_core_web_sm: parse JSONL texts, or benchmark it.
@@ -70,6 +73,7 @@ fn main() -> std::process::ExitCode {
         Command::Decompose(args) => commands::decompose::run(args),
         Command::Embed(args) => commands::embed::run(args),
         Command::BenchEmbed(args) => commands::bench_embed::run(args),
+        Command::BenchLlm(args) => commands::bench_llm::run(args),
         Command::Nlp(args) => commands::nlp::run(args),
         Command::BenchPipeline(args) => commands::bench_pipeline::run(args),
         Command::Verify(args) => commands::verify::run(args),

@@ -358,7 +358,7 @@ fn invalid_inputs_fail_with_one_line_and_write_nothing() {
         ("[sweep]\nname = \"v\"\nmodes = [\"fix\"]\n[[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n[[datasets]]\nid = \"d\"\npath = \"ok.jsonl\"\n", "v.toml:3:10: unknown mode \"fix\"; expected base, repair, self_repair, all"),
         ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n[[datasets]]\nid = \"d\"\npath = \"bad.jsonl\"\n", "bad.jsonl:2: duplicate id \"a\" (first used on line 1)"),
         ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n[[datasets]]\nid = \"d\"\npath = \"missing.jsonl\"\n", "missing.jsonl: No such file or directory"),
-        ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"gguf\"\npath = \"x.gguf\"\n[[datasets]]\nid = \"d\"\npath = \"ok.jsonl\"\n", "model m: backend \"gguf\" cannot run in this build"),
+        ("[sweep]\nname = \"v\"\n[[models]]\nname = \"m\"\nbackend = \"gguf\"\npath = \"x.gguf\"\n[[datasets]]\nid = \"d\"\npath = \"ok.jsonl\"\n", "x.gguf: no such GGUF file"),
     ];
     for (text, want) in cases {
         let sweep = dir.path().join("v.toml");

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod bench_embed;
+pub mod bench_llm;
 pub mod bench_pipeline;
 pub mod coordinator;
 pub mod dataset;

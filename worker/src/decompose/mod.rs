@@ -7,6 +7,7 @@ pub mod conjunction_oracle;
 mod llm;
 pub mod sentence_split;
 
+use crate::llm::local::{self, LocalBackend, LocalSettings};
 use crate::llm::openai::{OpenAiBackend, OpenAiSettings};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{GenerateError, GenerateOnce};
@@ -33,16 +34,6 @@ pub enum DecomposeError {
         model: String,
         /// What went wrong.
         message: String,
-    },
-    /// The backend is named in the sweep but this build cannot run it.
-    #[error("model {model}: backend {backend:?} cannot run in this build: {reason}")]
-    Unsupported {
-        /// Model name.
-        model: String,
-        /// Backend name.
-        backend: &'static str,
-        /// Why.
-        reason: String,
     },
     /// Generation failed.
     #[error("model {model}: {source}")]
@@ -168,7 +159,31 @@ pub fn fingerprint(spec: &ModelSpec) -> Result<String, DecomposeError> {
             &crate::llm::openai::fingerprint(base_url, api_model, spec.max_new_tokens),
             spec.prompt,
         )),
-        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => Err(unsupported(spec)),
+        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => {
+            let settings = local_settings(spec);
+            let generator = local::fingerprint(&settings).map_err(|e| DecomposeError::Load {
+                model: spec.name.clone(),
+                message: e.to_string(),
+            })?;
+            Ok(LlmDecomposer::fingerprint_of(&generator, spec.prompt))
+        }
+    }
+}
+
+/// How a sweep's GGUF or safetensors model is loaded.
+pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
+    let (path, format) = match &spec.backend {
+        ModelBackend::Gguf { path } => (path.clone(), local::Format::Gguf),
+        ModelBackend::Safetensors { path } => (path.clone(), local::Format::Safetensors),
+        _ => unreachable!("local_settings of a model that is not local"),
+    };
+    LocalSettings {
+        path,
+        format,
+        dtype: spec.dtype.clone(),
+        device: spec.device.clone(),
+        max_new_tokens: spec.max_new_tokens,
+        max_batch: local::default_max_batch(&spec.device),
     }
 }
 
@@ -206,18 +221,18 @@ pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
                 spec.max_new_tokens,
             )))
         }
-        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => Err(unsupported(spec)),
-    }
-}
-
-/// The refusal of a backend this build cannot run yet.
-fn unsupported(spec: &ModelSpec) -> DecomposeError {
-    DecomposeError::Unsupported {
-        model: spec.name.clone(),
-        backend: spec.backend.name(),
-        reason: "local LLM backends are not built yet; serve the model with an \
-                 OpenAI-compatible server (vLLM, llama.cpp) and use backend \"openai\""
-            .into(),
+        ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => {
+            let backend =
+                LocalBackend::load(&local_settings(spec)).map_err(|e| DecomposeError::Load {
+                    model: spec.name.clone(),
+                    message: e.to_string(),
+                })?;
+            Ok(Box::new(LlmDecomposer::new(
+                Arc::new(backend),
+                spec.prompt,
+                spec.max_new_tokens,
+            )))
+        }
     }
 }
 

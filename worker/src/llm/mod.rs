@@ -1,11 +1,13 @@
 //! The generation seam: chat messages in, a completion out. [`Generator`] is the one
 //! interface every LLM backend implements (one file per backend: [`openai`] for
-//! OpenAI-compatible HTTP servers and APIs; local candle models plug in the same way).
+//! OpenAI-compatible HTTP servers and APIs, [`local`] for GGUF and safetensors models run
+//! with candle on CPU or CUDA).
 //! The decomposers ([`crate::decompose::LlmDecomposer`]) and the LLM self-repair tier
 //! are prompt templates ([`prompt`]) and parsers on top of it, and every call goes
 //! through [`once::GenerateOnce`], which makes each generation happen once per sweep.
 
 pub mod limit;
+pub mod local;
 pub mod once;
 pub mod openai;
 pub mod prompt;

@@ -1,0 +1,118 @@
+//! `credence bench-llm --model FILE_OR_FOLDER PROMPTS.jsonl`: prefill and decode speed of
+//! a local LLM, one sequence at a time, and aggregate throughput with several in flight.
+//! A benchmark, not a test; `bench/llm` runs it on one thread and on all cores next to
+//! llama.cpp (llama-cpp-python) on the same prompts.
+
+use super::embed::read_inputs;
+use anyhow::Context;
+use clap::Args;
+use credence_worker::llm::local::{Format, LocalBackend, LocalSettings};
+use credence_worker::llm::ChatMessage;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Generate for each prompt of a JSONL file (`{"id", "text"}` lines; the text is the
+/// user message of a chat rendered with the model's template) exactly --max-tokens
+/// tokens, greedily, through end-of-turn tokens. Prints one JSON line per --in-flight
+/// value: prefill tokens/s and decode tokens/s (one sequence at a time), or aggregate
+/// generated tokens/s (several in flight). Threads follow RAYON_NUM_THREADS.
+#[derive(Args)]
+pub struct BenchLlmArgs {
+    /// A .gguf file or a safetensors model folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// JSONL prompts.
+    input: PathBuf,
+    /// Prompts to run (the first N).
+    #[arg(long, default_value_t = 8)]
+    prompts: usize,
+    /// Tokens generated per prompt.
+    #[arg(long, default_value_t = 128)]
+    max_tokens: u32,
+    /// Comma-separated numbers of sequences in flight (1 = one at a time).
+    #[arg(long, default_value = "1,8", value_delimiter = ',')]
+    in_flight: Vec<usize>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Weight dtype of a safetensors model.
+    #[arg(long)]
+    dtype: Option<String>,
+}
+
+/// Runs the benchmark.
+pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
+    let mut inputs = read_inputs(&args.input)?;
+    inputs.truncate(args.prompts);
+    anyhow::ensure!(!inputs.is_empty(), "{}: no prompts", args.input.display());
+    let format = if args.model.is_dir() {
+        Format::Safetensors
+    } else {
+        Format::Gguf
+    };
+    let max_batch = args.in_flight.iter().copied().max().unwrap_or(1).max(1);
+    let settings = LocalSettings {
+        path: args.model.clone(),
+        format,
+        dtype: args.dtype.clone(),
+        device: args.device.clone(),
+        max_new_tokens: args.max_tokens,
+        max_batch,
+    };
+    let load_started = Instant::now();
+    let backend = LocalBackend::load(&settings)
+        .with_context(|| format!("loading {}", args.model.display()))?;
+    let load_seconds = load_started.elapsed().as_secs_f64();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let chats: Vec<Vec<ChatMessage>> = inputs
+        .iter()
+        .map(|(_, text)| vec![ChatMessage::user(text.clone())])
+        .collect();
+    let threads = credence_worker::embed::cpu_threads();
+    // Warm-up: one short generation (first-touch of the weights, kernel packing).
+    runtime.block_on(backend.run(&chats[0], 4, true))?;
+    for &in_flight in &args.in_flight {
+        let in_flight = in_flight.max(1);
+        let started = Instant::now();
+        let results = runtime.block_on(async {
+            let mut out = Vec::with_capacity(chats.len());
+            for group in chats.chunks(in_flight) {
+                let runs = group.iter().map(|c| backend.run(c, args.max_tokens, true));
+                for r in futures::future::join_all(runs).await {
+                    out.push(r?);
+                }
+            }
+            Ok::<_, anyhow::Error>(out)
+        })?;
+        let wall = started.elapsed().as_secs_f64();
+        let prompt_tokens: usize = results.iter().map(|g| g.prompt_tokens).sum();
+        let generated: usize = results.iter().map(|g| g.ids.len()).sum();
+        let prefill_s: f64 = results.iter().map(|g| g.prefill_seconds).sum();
+        let decode_tokens: usize = results.iter().map(|g| g.ids.len().saturating_sub(1)).sum();
+        let decode_s: f64 = results.iter().map(|g| g.decode_seconds).sum();
+        let mut line = serde_json::json!({
+            "impl": "credence",
+            "model": args.model.file_name().and_then(|n| n.to_str()).unwrap_or(""),
+            "device": args.device,
+            "threads": threads,
+            "in_flight": in_flight,
+            "prompts": results.len(),
+            "prompt_tokens": prompt_tokens,
+            "generated_tokens": generated,
+            "aggregate_tok_s": generated as f64 / wall,
+            "wall_s": wall,
+            "load_s": load_seconds,
+        });
+        if in_flight == 1 {
+            line["prefill_tok_s"] = (prompt_tokens as f64 / prefill_s).into();
+            line["decode_tok_s"] = (decode_tokens as f64 / decode_s).into();
+        }
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

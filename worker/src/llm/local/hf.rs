@@ -1,0 +1,98 @@
+//! Reading a Hugging Face `config.json` (the fields every architecture file needs, with
+//! errors that name the file and the field).
+
+use super::weights::LoadError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A parsed `config.json` (its `text_config` where the checkpoint is multimodal).
+pub struct HfConfig {
+    /// The file.
+    pub path: PathBuf,
+    /// The text model's fields.
+    pub value: Value,
+}
+
+impl HfConfig {
+    /// Reads `folder/config.json`.
+    pub fn read(folder: &Path) -> Result<Self, LoadError> {
+        let path = folder.join("config.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| LoadError::new(&path, format!("cannot read: {e}")))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| LoadError::new(&path, format!("not valid JSON: {e}")))?;
+        let value = match value.get("text_config") {
+            Some(text) if text.is_object() => {
+                // The multimodal wrapper keeps model_type and a few fields outside.
+                let mut merged = text.clone();
+                if let (Some(m), Some(outer)) = (merged.as_object_mut(), value.as_object()) {
+                    for (k, v) in outer {
+                        m.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                }
+                merged
+            }
+            _ => value,
+        };
+        Ok(HfConfig { path, value })
+    }
+
+    /// `model_type`.
+    pub fn model_type(&self) -> &str {
+        self.value
+            .get("model_type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// A field, if present and not null.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.value.get(key).filter(|v| !v.is_null())
+    }
+
+    /// A required unsigned integer.
+    pub fn usize(&self, key: &str) -> Result<usize, LoadError> {
+        self.usize_opt(key)?
+            .ok_or_else(|| LoadError::new(&self.path, format!("field \"{key}\" is missing")))
+    }
+
+    /// An unsigned integer, if present.
+    pub fn usize_opt(&self, key: &str) -> Result<Option<usize>, LoadError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(|x| Some(x as usize)).ok_or_else(|| {
+                LoadError::new(
+                    &self.path,
+                    format!("field \"{key}\" is {v}, expected an unsigned integer"),
+                )
+            }),
+        }
+    }
+
+    /// A float, if present.
+    pub fn f64_opt(&self, key: &str) -> Result<Option<f64>, LoadError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                LoadError::new(
+                    &self.path,
+                    format!("field \"{key}\" is {v}, expected a number"),
+                )
+            }),
+        }
+    }
+
+    /// A list of floats in `object.key`.
+    pub fn floats(&self, object: &Value, key: &str) -> Result<Vec<f32>, LoadError> {
+        object
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|x| x.as_f64().map(|f| f as f32)).collect())
+            .ok_or_else(|| {
+                LoadError::new(
+                    &self.path,
+                    format!("field \"rope_scaling.{key}\" is missing or not a list of numbers"),
+                )
+            })
+    }
+}

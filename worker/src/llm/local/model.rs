@@ -1,0 +1,601 @@
+//! The decoder-only transformer every local architecture is an instance of: token
+//! embedding, pre-norm blocks of grouped-query attention and a gated MLP, a final norm and
+//! the LM head. What differs between Llama, Qwen3, Phi-3 and Gemma 3 is data in
+//! [`Config`] and which optional weights a block holds ([`Block`]), filled by the
+//! architecture's own file ([`super::llama`], [`super::qwen3`], [`super::phi3`],
+//! [`super::gemma3`]).
+//!
+//! Written on candle tensors so one code runs on CPU and CUDA. Each sequence has its own
+//! KV cache ([`SeqCache`]); a decode step runs the matrix products of every sequence in
+//! flight as one batch (each weight is read once per step, not once per sequence) and the
+//! attention per sequence over its own cache, so sequences of different lengths join and
+//! leave the batch at any step.
+
+use candle_core::quantized::QMatMul;
+use candle_core::{DType, Device, Module, Result, Tensor, D};
+
+/// The nonlinearity of the gated MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU (Llama, Qwen3, Phi-3).
+    Silu,
+    /// GELU with the tanh approximation (Gemma 3's `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// How rotary position embedding pairs the dimensions of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs (2i, 2i+1): Llama weights as llama.cpp's converter permutes them.
+    Interleaved,
+    /// Halves (i, i + d/2): Hugging Face's `rotate_half` (Qwen3, Phi-3, Gemma 3, and
+    /// Llama as published in safetensors).
+    Halves,
+}
+
+/// Rotary embedding of one kind of layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    /// Base frequency.
+    pub theta: f32,
+    /// Dividers of each frequency (length head_dim / 2): Llama 3's and Phi-3's long-context
+    /// factors, Gemma 3's linear scaling (all equal); empty for none.
+    pub freq_factors: Vec<f32>,
+    /// Multiplier of cos and sin (Phi-3 LongRoPE's attention factor; 1 otherwise).
+    pub magnitude: f32,
+}
+
+impl Rope {
+    /// Plain rotary embedding with base `theta`.
+    pub fn plain(theta: f32) -> Self {
+        Rope {
+            theta,
+            freq_factors: Vec::new(),
+            magnitude: 1.0,
+        }
+    }
+}
+
+/// Everything about a model's shape and arithmetic that is not a weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Architecture name, as GGUF's `general.architecture` writes it.
+    pub arch: &'static str,
+    /// Rows of the embedding and the LM head.
+    pub vocab: usize,
+    /// Width of the residual stream.
+    pub hidden: usize,
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than `heads`).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub rms_eps: f64,
+    /// Rotary embedding of full-attention layers.
+    pub rope: Rope,
+    /// Rotary embedding of sliding-window layers, where it differs (Gemma 3's local base).
+    pub rope_local: Option<Rope>,
+    /// How rope pairs dimensions.
+    pub rope_style: RopeStyle,
+    /// Sliding window width and which layers use it (`layer_uses_window[i]`).
+    pub sliding_window: Option<usize>,
+    /// Per layer: whether it attends through the sliding window.
+    pub layer_uses_window: Vec<bool>,
+    /// MLP nonlinearity.
+    pub activation: Activation,
+    /// Factor applied to token embeddings (Gemma: sqrt(hidden)).
+    pub embed_scale: Option<f32>,
+    /// Softmax scale of attention scores (usually 1/sqrt(head_dim)).
+    pub attn_scale: f32,
+    /// Longest sequence (prompt + generation) the model was trained for.
+    pub context_length: usize,
+    /// Final logit soft-capping (`cap * tanh(logits / cap)`), where the model has one.
+    pub final_logit_softcap: Option<f32>,
+}
+
+/// A projection: a weight matrix (quantised or dense) and an optional bias.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    /// `[out, in]`.
+    pub weight: QMatMul,
+    /// `[out]`.
+    pub bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.weight.forward(x)?;
+        match &self.bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+/// The attention input projections, separate or fused into one matrix (Phi-3).
+#[derive(Debug, Clone)]
+pub enum Qkv {
+    /// `q`, `k`, `v`.
+    Separate(Linear, Linear, Linear),
+    /// One `[q; k; v]` matrix.
+    Fused(Linear),
+}
+
+/// The gate and up projections of the MLP, separate or fused (`[gate; up]`, Phi-3).
+#[derive(Debug, Clone)]
+pub enum GateUp {
+    /// `gate`, `up`.
+    Separate(Linear, Linear),
+    /// One `[gate; up]` matrix.
+    Fused(Linear),
+}
+
+/// An RMSNorm weight, with any `1 + w` offset already folded in.
+#[derive(Debug, Clone)]
+pub struct Norm(pub Tensor);
+
+impl Norm {
+    fn forward(&self, x: &Tensor, eps: f64) -> Result<Tensor> {
+        let x = x.contiguous()?;
+        candle_nn::ops::rms_norm(&x, &self.0, eps as f32)
+    }
+}
+
+/// One transformer block.
+#[derive(Debug, Clone)]
+pub struct Block {
+    /// Norm before attention.
+    pub attn_norm: Norm,
+    /// Input projections.
+    pub qkv: Qkv,
+    /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3).
+    pub qk_norm: Option<(Norm, Norm)>,
+    /// Output projection.
+    pub o: Linear,
+    /// Norm of the attention output before the residual (Gemma 3).
+    pub post_attn_norm: Option<Norm>,
+    /// Norm before the MLP.
+    pub ffn_norm: Norm,
+    /// Gate and up projections.
+    pub gate_up: GateUp,
+    /// Down projection.
+    pub down: Linear,
+    /// Norm of the MLP output before the residual (Gemma 3).
+    pub post_ffn_norm: Option<Norm>,
+}
+
+/// Token embedding: a quantised table (rows dequantised on lookup) or a dense one.
+#[derive(Debug, Clone)]
+pub enum Embedding {
+    /// GGUF.
+    Quantized(std::sync::Arc<candle_core::quantized::QTensor>),
+    /// safetensors.
+    Dense(Tensor),
+}
+
+/// A loaded model.
+pub struct Transformer {
+    /// Shape and arithmetic.
+    pub config: Config,
+    embedding: Embedding,
+    blocks: Vec<Block>,
+    final_norm: Norm,
+    lm_head: Linear,
+    device: Device,
+    /// Activation dtype (f32 for GGUF; the weights' dtype for safetensors).
+    dtype: DType,
+    /// `[max_positions, head_dim / 2]` cos and sin of full-attention layers.
+    rope_global: (Tensor, Tensor),
+    /// The same for sliding-window layers.
+    rope_local: (Tensor, Tensor),
+}
+
+/// One sequence's keys and values, per layer, in `[1, kv_heads, capacity, head_dim]`
+/// buffers that grow by doubling.
+pub struct SeqCache {
+    k: Vec<Option<Tensor>>,
+    v: Vec<Option<Tensor>>,
+    len: usize,
+}
+
+impl SeqCache {
+    /// An empty cache for a model with `layers` blocks.
+    pub fn new(layers: usize) -> Self {
+        SeqCache {
+            k: vec![None; layers],
+            v: vec![None; layers],
+            len: 0,
+        }
+    }
+
+    /// Tokens cached (the position of the next token).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `t` new keys and values `[1, kv_heads, t, head_dim]` of `layer` and returns
+    /// the whole cached keys and values of that layer.
+    fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let t = k.dim(2)?;
+        let start = self.len;
+        let need = start + t;
+        for (slot, new) in [(&mut self.k[layer], k), (&mut self.v[layer], v)] {
+            let capacity = slot.as_ref().map_or(0, |b| b.dim(2).unwrap_or(0));
+            if need > capacity {
+                let (_, heads, _, dim) = new.dims4()?;
+                let grown = need.max(capacity * 2).max(64);
+                let buffer = Tensor::zeros((1, heads, grown, dim), new.dtype(), new.device())?;
+                if let Some(old) = slot.as_ref() {
+                    if start > 0 {
+                        buffer.slice_set(&old.narrow(2, 0, start)?.contiguous()?, 2, 0)?;
+                    }
+                }
+                *slot = Some(buffer);
+            }
+            let buffer = slot.as_ref().expect("allocated above");
+            buffer.slice_set(&new.contiguous()?, 2, start)?;
+        }
+        let k = self.k[layer].as_ref().expect("set").narrow(2, 0, need)?;
+        let v = self.v[layer].as_ref().expect("set").narrow(2, 0, need)?;
+        Ok((k, v))
+    }
+}
+
+/// cos and sin tables `[positions, head_dim / 2]` of one rotary embedding.
+fn rope_tables(
+    rope: &Rope,
+    head_dim: usize,
+    positions: usize,
+    device: &Device,
+    dtype: DType,
+) -> Result<(Tensor, Tensor)> {
+    let half = head_dim / 2;
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|i| {
+            let f = 1.0 / rope.theta.powf(2.0 * i as f32 / head_dim as f32);
+            match rope.freq_factors.get(i) {
+                Some(factor) => f / factor,
+                None => f,
+            }
+        })
+        .collect();
+    let mut cos = Vec::with_capacity(positions * half);
+    let mut sin = Vec::with_capacity(positions * half);
+    for p in 0..positions {
+        for &f in &inv_freq {
+            // float32, as the reference implementations compute the angles.
+            let angle = p as f32 * f;
+            cos.push(angle.cos() * rope.magnitude);
+            sin.push(angle.sin() * rope.magnitude);
+        }
+    }
+    let cos = Tensor::from_vec(cos, (positions, half), device)?.to_dtype(dtype)?;
+    let sin = Tensor::from_vec(sin, (positions, half), device)?.to_dtype(dtype)?;
+    Ok((cos, sin))
+}
+
+/// Most positions the rotary tables hold: a prompt and 4096 generated tokens fit many
+/// times over, and a 128k-context model does not spend 100 MB on tables it never reads.
+/// [`Transformer::context_length`] is the smaller of this and the model's own.
+pub const MAX_POSITIONS: usize = 16_384;
+
+/// The weights an architecture file hands over.
+pub struct Parts {
+    /// Token embedding.
+    pub embedding: Embedding,
+    /// Blocks, in order.
+    pub blocks: Vec<Block>,
+    /// Norm after the last block.
+    pub final_norm: Norm,
+    /// LM head (the embedding's matrix when tied).
+    pub lm_head: Linear,
+}
+
+impl Transformer {
+    /// Assembles a model; `dtype` is the activation dtype.
+    pub fn new(config: Config, parts: Parts, device: &Device, dtype: DType) -> Result<Self> {
+        if parts.blocks.len() != config.layers {
+            candle_core::bail!(
+                "{} blocks loaded, config says {}",
+                parts.blocks.len(),
+                config.layers
+            );
+        }
+        let positions = config.context_length.clamp(1, MAX_POSITIONS);
+        let rope_global = rope_tables(&config.rope, config.head_dim, positions, device, dtype)?;
+        let rope_local = match &config.rope_local {
+            Some(r) => rope_tables(r, config.head_dim, positions, device, dtype)?,
+            None => rope_global.clone(),
+        };
+        Ok(Transformer {
+            config,
+            embedding: parts.embedding,
+            blocks: parts.blocks,
+            final_norm: parts.final_norm,
+            lm_head: parts.lm_head,
+            device: device.clone(),
+            dtype,
+            rope_global,
+            rope_local,
+        })
+    }
+
+    /// Longest sequence (prompt + generation) this model instance runs.
+    pub fn context_length(&self) -> usize {
+        self.config.context_length.min(MAX_POSITIONS)
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn embed(&self, ids: &Tensor) -> Result<Tensor> {
+        let x = match &self.embedding {
+            Embedding::Quantized(q) => q.embedding(ids)?,
+            Embedding::Dense(w) => {
+                let (b, t) = ids.dims2()?;
+                w.index_select(&ids.flatten_all()?, 0)?
+                    .reshape((b, t, self.config.hidden))?
+            }
+        };
+        let x = x.to_dtype(self.dtype)?;
+        match self.config.embed_scale {
+            Some(s) => x * f64::from(s),
+            None => Ok(x),
+        }
+    }
+
+    /// Runs `tokens` through the model and returns the logits of each sequence's last
+    /// token, `[n, vocab]` in f32. Either one sequence with any number of new tokens
+    /// (a prefill), or several sequences with one new token each (a decode step); each
+    /// sequence's cache grows by its new tokens.
+    pub fn forward(&self, tokens: &[Vec<u32>], caches: &mut [&mut SeqCache]) -> Result<Tensor> {
+        let x = self.blocks_forward(tokens, caches)?;
+        let t = x.dim(1)?;
+        self.head(&x.narrow(1, t - 1, 1)?.squeeze(1)?)
+    }
+
+    /// The logits `[t, vocab]` of every position of one sequence's new tokens (for
+    /// checking a model against a reference position by position).
+    pub fn forward_all(&self, tokens: &[u32], cache: &mut SeqCache) -> Result<Tensor> {
+        let x = self.blocks_forward(&[tokens.to_vec()], &mut [cache])?;
+        self.head(&x.squeeze(0)?)
+    }
+
+    fn head(&self, x: &Tensor) -> Result<Tensor> {
+        let x = self.final_norm.forward(x, self.config.rms_eps)?;
+        let logits = self.lm_head.forward(&x)?.to_dtype(DType::F32)?;
+        match self.config.final_logit_softcap {
+            Some(cap) => (logits / f64::from(cap))?.tanh()? * f64::from(cap),
+            None => Ok(logits),
+        }
+    }
+
+    /// The residual stream `[n, t, hidden]` after the last block.
+    fn blocks_forward(&self, tokens: &[Vec<u32>], caches: &mut [&mut SeqCache]) -> Result<Tensor> {
+        let n = tokens.len();
+        if n == 0 || n != caches.len() {
+            candle_core::bail!("forward: {n} token lists for {} caches", caches.len());
+        }
+        let t = tokens[0].len();
+        if t == 0 || tokens.iter().any(|s| s.len() != t) || (n > 1 && t != 1) {
+            candle_core::bail!("forward: one sequence of any length, or one token per sequence");
+        }
+        let starts: Vec<usize> = caches.iter().map(|c| c.len()).collect();
+        if let Some(over) = starts.iter().find(|&&s| s + t > self.context_length()) {
+            candle_core::bail!(
+                "sequence of {} tokens exceeds the context length {}",
+                over + t,
+                self.context_length()
+            );
+        }
+        let flat: Vec<u32> = tokens.iter().flatten().copied().collect();
+        let ids = Tensor::from_vec(flat, (n, t), &self.device)?;
+        let mut x = self.embed(&ids)?;
+        let ropes = [
+            self.rope_slices(&self.rope_global, &starts, t)?,
+            self.rope_slices(&self.rope_local, &starts, t)?,
+        ];
+        let eps = self.config.rms_eps;
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let windowed = self.config.layer_uses_window[layer];
+            let (cos, sin) = &ropes[usize::from(windowed)];
+            let h = block.attn_norm.forward(&x, eps)?;
+            let h = self.attention(layer, block, &h, cos, sin, caches, &starts, windowed)?;
+            let h = match &block.post_attn_norm {
+                Some(norm) => norm.forward(&h, eps)?,
+                None => h,
+            };
+            x = (x + h)?;
+            let h = block.ffn_norm.forward(&x, eps)?;
+            let h = self.mlp(block, &h)?;
+            let h = match &block.post_ffn_norm {
+                Some(norm) => norm.forward(&h, eps)?,
+                None => h,
+            };
+            x = (x + h)?;
+        }
+        for cache in caches.iter_mut() {
+            cache.len += t;
+        }
+        Ok(x)
+    }
+
+    /// cos and sin for the new tokens: `[t, d/2]` for one sequence, `[n, 1, d/2]` for a
+    /// decode step at each sequence's own position.
+    fn rope_slices(
+        &self,
+        table: &(Tensor, Tensor),
+        starts: &[usize],
+        t: usize,
+    ) -> Result<(Tensor, Tensor)> {
+        if starts.len() == 1 {
+            return Ok((
+                table.0.narrow(0, starts[0], t)?,
+                table.1.narrow(0, starts[0], t)?,
+            ));
+        }
+        let positions: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
+        let n = positions.len();
+        let ids = Tensor::from_vec(positions, n, &self.device)?;
+        let half = self.config.head_dim / 2;
+        Ok((
+            table.0.index_select(&ids, 0)?.reshape((n, 1, half))?,
+            table.1.index_select(&ids, 0)?.reshape((n, 1, half))?,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: usize,
+        block: &Block,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        caches: &mut [&mut SeqCache],
+        starts: &[usize],
+        windowed: bool,
+    ) -> Result<Tensor> {
+        let c = &self.config;
+        let (n, t, _) = x.dims3()?;
+        let (q, k, v) = match &block.qkv {
+            Qkv::Separate(q, k, v) => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
+            Qkv::Fused(qkv) => {
+                let all = qkv.forward(x)?;
+                let (qw, kw) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+                (
+                    all.narrow(D::Minus1, 0, qw)?,
+                    all.narrow(D::Minus1, qw, kw)?,
+                    all.narrow(D::Minus1, qw + kw, kw)?,
+                )
+            }
+        };
+        let q = q.reshape((n, t, c.heads, c.head_dim))?;
+        let k = k.reshape((n, t, c.kv_heads, c.head_dim))?;
+        let v = v.reshape((n, t, c.kv_heads, c.head_dim))?;
+        let (q, k) = match &block.qk_norm {
+            Some((qn, kn)) => (qn.forward(&q, c.rms_eps)?, kn.forward(&k, c.rms_eps)?),
+            None => (q, k),
+        };
+        let q = q.transpose(1, 2)?.contiguous()?;
+        let k = k.transpose(1, 2)?.contiguous()?;
+        let v = v.transpose(1, 2)?.contiguous()?;
+        let (q, k) = match c.rope_style {
+            RopeStyle::Interleaved => (
+                candle_nn::rotary_emb::rope_i(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
+            ),
+            RopeStyle::Halves => (
+                candle_nn::rotary_emb::rope(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope(&k, cos, sin)?,
+            ),
+        };
+        let q = (q * f64::from(c.attn_scale))?;
+        let rep = c.heads / c.kv_heads;
+        let window = if windowed { c.sliding_window } else { None };
+        let mut outs = Vec::with_capacity(n);
+        for (i, cache) in caches.iter_mut().enumerate() {
+            let (k_all, v_all) = cache.append(layer, &k.narrow(0, i, 1)?, &v.narrow(0, i, 1)?)?;
+            let total = starts[i] + t;
+            // Keys a query may see: at most `window` back (the query itself included).
+            let first = match window {
+                Some(w) if t == 1 && total > w => total - w,
+                _ => 0,
+            };
+            let (k_all, v_all) = if first > 0 {
+                (
+                    k_all.narrow(2, first, total - first)?,
+                    v_all.narrow(2, first, total - first)?,
+                )
+            } else {
+                (k_all, v_all)
+            };
+            let keys = total - first;
+            // [1, heads, t, d] -> [1, kv_heads, rep * t, d]: the query heads that share a
+            // key head become rows of one product.
+            let qi = q
+                .narrow(0, i, 1)?
+                .reshape((1, c.kv_heads, rep * t, c.head_dim))?;
+            let scores = qi.matmul(&k_all.t()?.contiguous()?)?;
+            let scores = if t > 1 {
+                let mask = self
+                    .mask(t, starts[i], keys, first, window)?
+                    .to_dtype(scores.dtype())?;
+                scores
+                    .reshape((1, c.kv_heads, rep, t, keys))?
+                    .broadcast_add(&mask)?
+                    .reshape((1, c.kv_heads, rep * t, keys))?
+            } else {
+                scores
+            };
+            let probs = candle_nn::ops::softmax_last_dim(&scores.to_dtype(DType::F32)?)?
+                .to_dtype(v_all.dtype())?;
+            let out = probs.matmul(&v_all.contiguous()?)?;
+            // [1, kv_heads, rep * t, d] -> [1, t, heads * d]
+            let out = out
+                .reshape((1, c.heads, t, c.head_dim))?
+                .transpose(1, 2)?
+                .reshape((1, t, c.heads * c.head_dim))?;
+            outs.push(out);
+        }
+        let out = if outs.len() == 1 {
+            outs.pop().expect("one")
+        } else {
+            Tensor::cat(&outs, 0)?
+        };
+        block.o.forward(&out)
+    }
+
+    /// Additive mask `[t, keys]` of a prefill: causal, and within the window.
+    fn mask(
+        &self,
+        t: usize,
+        start: usize,
+        keys: usize,
+        first: usize,
+        window: Option<usize>,
+    ) -> Result<Tensor> {
+        let mut m = vec![0f32; t * keys];
+        for i in 0..t {
+            let pos = start + i;
+            for j in 0..keys {
+                let key = first + j;
+                let visible = key <= pos && window.is_none_or(|w| pos - key < w);
+                if !visible {
+                    m[i * keys + j] = f32::NEG_INFINITY;
+                }
+            }
+        }
+        Tensor::from_vec(m, (t, keys), &self.device)
+    }
+
+    fn mlp(&self, block: &Block, x: &Tensor) -> Result<Tensor> {
+        let (gate, up) = match &block.gate_up {
+            GateUp::Separate(g, u) => (g.forward(x)?, u.forward(x)?),
+            GateUp::Fused(gu) => {
+                let both = gu.forward(x)?;
+                let half = both.dim(D::Minus1)? / 2;
+                (
+                    both.narrow(D::Minus1, 0, half)?,
+                    both.narrow(D::Minus1, half, half)?,
+                )
+            }
+        };
+        let gate = match self.config.activation {
+            Activation::Silu => candle_nn::ops::silu(&gate)?,
+            Activation::GeluTanh => gate.gelu()?,
+        };
+        block.down.forward(&(gate * up)?)
+    }
+}

@@ -1,0 +1,524 @@
+//! Reading a model's weights, GGUF or safetensors, into [`model::Parts`].
+//!
+//! Tensors are asked for by their GGUF base names (`blk.3.attn_q`); a safetensors model
+//! maps them to its Hugging Face names through its architecture's table. The block layout
+//! (fused projections, query/key norms, Gemma's extra norms) is read from which tensors
+//! the file holds, so the architecture files only describe what the file cannot say.
+
+use super::model::{Block, Embedding, GateUp, Linear, Norm, Parts, Qkv};
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
+use candle_core::{DType, Device, Tensor};
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A weight that could not be read, naming the file and the tensor.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct LoadError {
+    /// The file or folder.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl LoadError {
+    /// An error about `path`.
+    pub fn new(path: &Path, message: impl Into<String>) -> Self {
+        LoadError {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+}
+
+/// GGUF metadata of one architecture (`{arch}.{key}` lookups) and of the file.
+pub struct Meta<'a> {
+    /// The file's metadata.
+    pub values: &'a HashMap<String, gguf_file::Value>,
+    /// `general.architecture`.
+    pub arch: &'a str,
+    /// The file, for errors.
+    pub path: &'a Path,
+}
+
+impl Meta<'_> {
+    fn get(&self, key: &str) -> Option<&gguf_file::Value> {
+        self.values
+            .get(&format!("{}.{key}", self.arch))
+            .or_else(|| self.values.get(key))
+    }
+
+    fn missing(&self, key: &str) -> LoadError {
+        LoadError::new(
+            self.path,
+            format!("GGUF metadata has no {}.{key}", self.arch),
+        )
+    }
+
+    /// An unsigned integer under `{arch}.{key}`.
+    pub fn usize(&self, key: &str) -> Result<usize, LoadError> {
+        self.usize_opt(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    /// An unsigned integer, if present.
+    pub fn usize_opt(&self, key: &str) -> Result<Option<usize>, LoadError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .to_u64()
+                .or_else(|_| v.to_u32().map(u64::from))
+                .or_else(|_| v.to_i32().map(|x| x.max(0) as u64))
+                .map(|x| Some(x as usize))
+                .map_err(|e| LoadError::new(self.path, format!("{}.{key}: {e}", self.arch))),
+        }
+    }
+
+    /// A float, if present.
+    pub fn f32_opt(&self, key: &str) -> Result<Option<f32>, LoadError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .to_f32()
+                .or_else(|_| v.to_f64().map(|x| x as f32))
+                .map(Some)
+                .map_err(|e| LoadError::new(self.path, format!("{}.{key}: {e}", self.arch))),
+        }
+    }
+
+    /// A float under `{arch}.{key}`.
+    pub fn f32(&self, key: &str) -> Result<f32, LoadError> {
+        self.f32_opt(key)?.ok_or_else(|| self.missing(key))
+    }
+}
+
+/// Where tensors come from.
+pub enum Source {
+    /// A GGUF file.
+    Gguf {
+        /// Its path.
+        path: PathBuf,
+        /// The open file.
+        file: File,
+        /// Its header.
+        content: gguf_file::Content,
+        /// Where the weights go.
+        device: Device,
+    },
+    /// A safetensors folder.
+    Safetensors {
+        /// The folder.
+        path: PathBuf,
+        /// The memory-mapped tensors.
+        vb: candle_nn::VarBuilder<'static>,
+        /// Maps a GGUF base name to the folder's name (without `.weight`).
+        names: fn(&str) -> String,
+        /// Prefix of every name (`language_model.` for Gemma 3's multimodal checkpoints).
+        prefix: String,
+        /// Added to every norm weight (Gemma stores `w` and multiplies by `1 + w`).
+        norm_offset: f64,
+        /// Weight and activation dtype.
+        dtype: DType,
+        /// Where the weights go.
+        device: Device,
+    },
+}
+
+/// Whether candle's CPU kernels have a vectorised dot product for this type; the others
+/// (Q4_1, Q5_0, Q5_1) run a scalar loop and are requantised to Q8_0 at load (lossless
+/// to within Q8_0's rounding, and faster).
+fn fast_on_cpu(dtype: GgmlDType) -> bool {
+    matches!(
+        dtype,
+        GgmlDType::Q4_0
+            | GgmlDType::Q8_0
+            | GgmlDType::Q2K
+            | GgmlDType::Q3K
+            | GgmlDType::Q4K
+            | GgmlDType::Q5K
+            | GgmlDType::Q6K
+            | GgmlDType::F32
+            | GgmlDType::F16
+            | GgmlDType::BF16
+    )
+}
+
+impl Source {
+    /// Opens a GGUF file and reads its header.
+    pub fn gguf(path: &Path, device: &Device) -> Result<Self, LoadError> {
+        let mut file =
+            File::open(path).map_err(|e| LoadError::new(path, format!("cannot open: {e}")))?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| LoadError::new(path, format!("not a readable GGUF file: {e}")))?;
+        Ok(Source::Gguf {
+            path: path.to_path_buf(),
+            file,
+            content,
+            device: device.clone(),
+        })
+    }
+
+    /// Memory-maps the `*.safetensors` files of a folder.
+    pub fn safetensors(
+        folder: &Path,
+        names: fn(&str) -> String,
+        norm_offset: f64,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self, LoadError> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+            .map_err(|e| LoadError::new(folder, format!("cannot read the folder: {e}")))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(LoadError::new(folder, "holds no *.safetensors file"));
+        }
+        // SAFETY: the files are mapped read-only; credence does not write them while the
+        // model is loaded (the same contract as every safetensors loader).
+        let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&files, dtype, device) }
+            .map_err(|e| LoadError::new(folder, format!("cannot map the weights: {e}")))?;
+        let prefix = if vb.contains_tensor("language_model.model.embed_tokens.weight") {
+            "language_model.".to_string()
+        } else {
+            String::new()
+        };
+        Ok(Source::Safetensors {
+            path: folder.to_path_buf(),
+            vb,
+            names,
+            prefix,
+            norm_offset,
+            dtype,
+            device: device.clone(),
+        })
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Source::Gguf { path, .. } | Source::Safetensors { path, .. } => path,
+        }
+    }
+
+    /// The activation dtype of a model from this source.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Source::Gguf { .. } => DType::F32,
+            Source::Safetensors { dtype, .. } => *dtype,
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        match self {
+            Source::Gguf { device, .. } | Source::Safetensors { device, .. } => device,
+        }
+    }
+
+    fn hf_name(&self, base: &str, suffix: &str) -> String {
+        match self {
+            Source::Safetensors { names, prefix, .. } => {
+                format!("{prefix}{}.{suffix}", names(base))
+            }
+            Source::Gguf { .. } => format!("{base}.{suffix}"),
+        }
+    }
+
+    /// Whether the model has a tensor `{base}.weight`.
+    pub fn has(&self, base: &str) -> bool {
+        self.has_suffix(base, "weight")
+    }
+
+    fn has_suffix(&self, base: &str, suffix: &str) -> bool {
+        match self {
+            Source::Gguf { content, .. } => content
+                .tensor_infos
+                .contains_key(&format!("{base}.{suffix}")),
+            Source::Safetensors { vb, .. } => vb.contains_tensor(&self.hf_name(base, suffix)),
+        }
+    }
+
+    fn err(&self, name: &str, e: impl std::fmt::Display) -> LoadError {
+        LoadError::new(self.path(), format!("tensor {name}: {e}"))
+    }
+
+    /// A GGUF tensor as stored.
+    fn qtensor(&mut self, name: &str) -> Result<QTensor, LoadError> {
+        let Source::Gguf {
+            file,
+            content,
+            device,
+            path,
+        } = self
+        else {
+            unreachable!("qtensor is only called on GGUF sources");
+        };
+        content
+            .tensor(file, name, device)
+            .map_err(|e| LoadError::new(path, format!("tensor {name}: {e}")))
+    }
+
+    /// A dense tensor of the given shape, in the source's dtype.
+    fn dense(&self, base: &str, suffix: &str, shape: &[usize]) -> Result<Tensor, LoadError> {
+        let Source::Safetensors { vb, .. } = self else {
+            unreachable!("dense is only called on safetensors sources");
+        };
+        let name = self.hf_name(base, suffix);
+        vb.get(shape, &name).map_err(|e| self.err(&name, e))
+    }
+
+    /// A dense tensor whose shape the file decides.
+    fn dense_any(&self, base: &str, suffix: &str) -> Result<Tensor, LoadError> {
+        let Source::Safetensors { vb, .. } = self else {
+            unreachable!("dense_any is only called on safetensors sources");
+        };
+        let name = self.hf_name(base, suffix);
+        vb.get_unchecked(&name).map_err(|e| self.err(&name, e))
+    }
+
+    /// A projection `{base}.weight` (and `{base}.bias` if present).
+    pub fn linear(&mut self, base: &str) -> Result<Linear, LoadError> {
+        match self {
+            Source::Gguf { device, .. } => {
+                let device = device.clone();
+                let name = format!("{base}.weight");
+                let q = self.qtensor(&name)?;
+                let q = if device.is_cpu() && !fast_on_cpu(q.dtype()) {
+                    let dense = q.dequantize(&device).map_err(|e| self.err(&name, e))?;
+                    QTensor::quantize(&dense, GgmlDType::Q8_0).map_err(|e| self.err(&name, e))?
+                } else {
+                    q
+                };
+                let weight = QMatMul::from_arc(Arc::new(q)).map_err(|e| self.err(&name, e))?;
+                let bias_name = format!("{base}.bias");
+                let bias = match self {
+                    Source::Gguf { content, .. }
+                        if content.tensor_infos.contains_key(&bias_name) =>
+                    {
+                        let b = self.qtensor(&bias_name)?;
+                        Some(b.dequantize(&device).map_err(|e| self.err(&bias_name, e))?)
+                    }
+                    _ => None,
+                };
+                Ok(Linear { weight, bias })
+            }
+            Source::Safetensors { .. } => {
+                let w = self.dense_any(base, "weight")?;
+                let bias = if self.has_suffix(base, "bias") {
+                    Some(self.dense_any(base, "bias")?)
+                } else {
+                    None
+                };
+                Ok(Linear {
+                    weight: QMatMul::Tensor(w),
+                    bias,
+                })
+            }
+        }
+    }
+
+    /// An RMSNorm weight `{base}.weight` of length `dim`, with the source's offset added.
+    pub fn norm(&mut self, base: &str, dim: usize) -> Result<Norm, LoadError> {
+        let name = format!("{base}.weight");
+        let w = match self {
+            Source::Gguf { device, .. } => {
+                let device = device.clone();
+                self.qtensor(&name)?
+                    .dequantize(&device)
+                    .map_err(|e| self.err(&name, e))?
+            }
+            Source::Safetensors { norm_offset, .. } => {
+                let offset = *norm_offset;
+                let w = self.dense(base, "weight", &[dim])?;
+                if offset != 0.0 {
+                    // In f32, then back: Gemma computes (1 + w) in float32.
+                    let dtype = w.dtype();
+                    (w.to_dtype(DType::F32).and_then(|w| w + offset))
+                        .and_then(|w| w.to_dtype(dtype))
+                        .map_err(|e| self.err(&name, e))?
+                } else {
+                    w
+                }
+            }
+        };
+        if w.elem_count() != dim {
+            return Err(self.err(
+                &name,
+                format!("has {} values, expected {dim}", w.elem_count()),
+            ));
+        }
+        let w = w
+            .reshape(dim)
+            .and_then(|w| w.to_dtype(self.dtype()))
+            .map_err(|e| self.err(&name, e))?;
+        Ok(Norm(w))
+    }
+
+    /// The token embedding, and the LM head (tied to it when `output` is absent).
+    fn embedding_and_head(
+        &mut self,
+        vocab: usize,
+        hidden: usize,
+    ) -> Result<(Embedding, Linear), LoadError> {
+        match self {
+            Source::Gguf { device, .. } => {
+                let device = device.clone();
+                let table = Arc::new(self.qtensor("token_embd.weight")?);
+                let head = if self.has("output") {
+                    self.linear("output")?
+                } else {
+                    let q = if device.is_cpu() && !fast_on_cpu(table.dtype()) {
+                        let dense = table
+                            .dequantize(&device)
+                            .map_err(|e| self.err("token_embd.weight", e))?;
+                        Arc::new(
+                            QTensor::quantize(&dense, GgmlDType::Q8_0)
+                                .map_err(|e| self.err("token_embd.weight", e))?,
+                        )
+                    } else {
+                        table.clone()
+                    };
+                    Linear {
+                        weight: QMatMul::from_arc(q)
+                            .map_err(|e| self.err("token_embd.weight", e))?,
+                        bias: None,
+                    }
+                };
+                Ok((Embedding::Quantized(table), head))
+            }
+            Source::Safetensors { .. } => {
+                let table = self.dense("token_embd", "weight", &[vocab, hidden])?;
+                let head = if self.has("output") {
+                    self.linear("output")?
+                } else {
+                    Linear {
+                        weight: QMatMul::Tensor(table.clone()),
+                        bias: None,
+                    }
+                };
+                Ok((Embedding::Dense(table), head))
+            }
+        }
+    }
+
+    /// Every weight of a model with `layers` blocks.
+    pub fn parts(
+        &mut self,
+        vocab: usize,
+        hidden: usize,
+        layers: usize,
+        head_dim: usize,
+    ) -> Result<Parts, LoadError> {
+        let (embedding, lm_head) = self.embedding_and_head(vocab, hidden)?;
+        let mut blocks = Vec::with_capacity(layers);
+        for i in 0..layers {
+            let p = |s: &str| format!("blk.{i}.{s}");
+            let qkv = if self.has(&p("attn_qkv")) {
+                Qkv::Fused(self.linear(&p("attn_qkv"))?)
+            } else {
+                Qkv::Separate(
+                    self.linear(&p("attn_q"))?,
+                    self.linear(&p("attn_k"))?,
+                    self.linear(&p("attn_v"))?,
+                )
+            };
+            let qk_norm = if self.has(&p("attn_q_norm")) {
+                Some((
+                    self.norm(&p("attn_q_norm"), head_dim)?,
+                    self.norm(&p("attn_k_norm"), head_dim)?,
+                ))
+            } else {
+                None
+            };
+            let gate_up = if self.has(&p("ffn_gate")) {
+                GateUp::Separate(self.linear(&p("ffn_gate"))?, self.linear(&p("ffn_up"))?)
+            } else {
+                GateUp::Fused(self.linear(&p("ffn_up"))?)
+            };
+            let post_attn_norm = if self.has(&p("post_attention_norm")) {
+                Some(self.norm(&p("post_attention_norm"), hidden)?)
+            } else {
+                None
+            };
+            let post_ffn_norm = if self.has(&p("post_ffw_norm")) {
+                Some(self.norm(&p("post_ffw_norm"), hidden)?)
+            } else {
+                None
+            };
+            blocks.push(Block {
+                attn_norm: self.norm(&p("attn_norm"), hidden)?,
+                qkv,
+                qk_norm,
+                o: self.linear(&p("attn_output"))?,
+                post_attn_norm,
+                ffn_norm: self.norm(&p("ffn_norm"), hidden)?,
+                gate_up,
+                down: self.linear(&p("ffn_down"))?,
+                post_ffn_norm,
+            });
+        }
+        let final_norm = self.norm("output_norm", hidden)?;
+        Ok(Parts {
+            embedding,
+            blocks,
+            final_norm,
+            lm_head,
+        })
+    }
+
+    /// A small 1-D f32 tensor from a GGUF file (rope frequency factors), if present.
+    pub fn gguf_vector(&mut self, name: &str) -> Result<Option<Vec<f32>>, LoadError> {
+        match self {
+            Source::Gguf {
+                content, device, ..
+            } => {
+                if !content.tensor_infos.contains_key(name) {
+                    return Ok(None);
+                }
+                let device = device.clone();
+                let t = self.qtensor(name)?;
+                let v = t
+                    .dequantize(&device)
+                    .and_then(|t| t.flatten_all())
+                    .and_then(|t| t.to_vec1::<f32>())
+                    .map_err(|e| self.err(name, e))?;
+                Ok(Some(v))
+            }
+            Source::Safetensors { .. } => Ok(None),
+        }
+    }
+}
+
+/// The Hugging Face name of a GGUF base name in the Llama family's layout
+/// (`model.layers.N.self_attn.q_proj`), which Qwen3 and Phi-3 share; Gemma 3 renames its
+/// norms and Phi-3 its fused projections on top of it.
+pub fn hf_llama_name(base: &str) -> String {
+    match base {
+        "token_embd" => return "model.embed_tokens".into(),
+        "output_norm" => return "model.norm".into(),
+        "output" => return "lm_head".into(),
+        _ => {}
+    }
+    let Some(rest) = base.strip_prefix("blk.") else {
+        return base.to_string();
+    };
+    let (layer, part) = rest.split_once('.').unwrap_or((rest, ""));
+    let hf = match part {
+        "attn_norm" => "input_layernorm",
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_qkv" => "self_attn.qkv_proj",
+        "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
+        "ffn_norm" => "post_attention_layernorm",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        other => other,
+    };
+    format!("model.layers.{layer}.{hf}")
+}
