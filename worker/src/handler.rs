@@ -197,8 +197,13 @@ impl JobHandler {
             .iter()
             .find(|m| m.name == job.model)
             .ok_or_else(|| load_error(format!("run {:?} has no such model", job.run_id)))?;
+        // A local model reads gigabytes of weights: off the runtime's threads.
+        let spec = spec.clone();
+        let loaded = tokio::task::spawn_blocking(move || crate::decompose::load(&spec))
+            .await
+            .map_err(|e| load_error(format!("loading the model: {e}")))?;
         let decomposer: Arc<dyn Decomposer> =
-            Arc::from(crate::decompose::load(spec).map_err(|e| load_error(e.to_string()))?);
+            Arc::from(loaded.map_err(|e| load_error(e.to_string()))?);
         tracing::info!(model = %job.model, fingerprint = %decomposer.fingerprint(), "model loaded");
         lock(&self.decomposers).insert(job.model.clone(), decomposer.clone());
         Ok(decomposer)

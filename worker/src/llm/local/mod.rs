@@ -16,6 +16,7 @@ pub mod hf;
 pub mod llama;
 pub mod model;
 pub mod phi3;
+pub mod qmatmul;
 pub mod qwen3;
 pub mod tokenizer;
 pub mod weights;

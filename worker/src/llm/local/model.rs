@@ -97,11 +97,44 @@ pub struct Config {
     pub final_logit_softcap: Option<f32>,
 }
 
-/// A projection: a weight matrix (quantised or dense) and an optional bias.
+/// A weight matrix `[out, in]`: candle's (dense, or quantised on any device), or
+/// credence's CPU Q8_0/Q4_1 kernels ([`super::qmatmul`]).
+#[derive(Debug, Clone)]
+pub enum Weight {
+    /// candle.
+    Candle(QMatMul),
+    /// credence's batched CPU kernels.
+    Cpu(std::sync::Arc<super::qmatmul::QMatrix>),
+}
+
+impl Weight {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Weight::Candle(w) => w.forward(x),
+            Weight::Cpu(q) => {
+                let dims = x.dims().to_vec();
+                let k = *dims
+                    .last()
+                    .expect("a matrix product of a tensor with dimensions");
+                if k != q.cols() {
+                    candle_core::bail!("matmul: {k} inputs for a matrix of {} columns", q.cols());
+                }
+                let m = x.elem_count() / k;
+                let flat = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                let y = q.matmul(&flat, m);
+                let mut out = dims;
+                *out.last_mut().expect("dims") = q.rows();
+                Tensor::from_vec(y, out, x.device())
+            }
+        }
+    }
+}
+
+/// A projection: a weight matrix and an optional bias.
 #[derive(Debug, Clone)]
 pub struct Linear {
     /// `[out, in]`.
-    pub weight: QMatMul,
+    pub weight: Weight,
     /// `[out]`.
     pub bias: Option<Tensor>,
 }

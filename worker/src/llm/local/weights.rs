@@ -5,7 +5,8 @@
 //! (fused projections, query/key norms, Gemma's extra norms) is read from which tensors
 //! the file holds, so the architecture files only describe what the file cannot say.
 
-use super::model::{Block, Embedding, GateUp, Linear, Norm, Parts, Qkv};
+use super::model::{Block, Embedding, GateUp, Linear, Norm, Parts, Qkv, Weight};
+use super::qmatmul::QMatrix;
 use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
@@ -125,25 +126,6 @@ pub enum Source {
     },
 }
 
-/// Whether candle's CPU kernels have a vectorised dot product for this type; the others
-/// (Q4_1, Q5_0, Q5_1) run a scalar loop and are requantised to Q8_0 at load (lossless
-/// to within Q8_0's rounding, and faster).
-fn fast_on_cpu(dtype: GgmlDType) -> bool {
-    matches!(
-        dtype,
-        GgmlDType::Q4_0
-            | GgmlDType::Q8_0
-            | GgmlDType::Q2K
-            | GgmlDType::Q3K
-            | GgmlDType::Q4K
-            | GgmlDType::Q5K
-            | GgmlDType::Q6K
-            | GgmlDType::F32
-            | GgmlDType::F16
-            | GgmlDType::BF16
-    )
-}
-
 impl Source {
     /// Opens a GGUF file and reads its header.
     pub fn gguf(path: &Path, device: &Device) -> Result<Self, LoadError> {
@@ -260,6 +242,37 @@ impl Source {
             .map_err(|e| LoadError::new(path, format!("tensor {name}: {e}")))
     }
 
+    /// The matrix product of a GGUF weight. On CPU, Q8_0 and Q4_1 run on credence's
+    /// batched kernels ([`QMatrix`]), and Q5_0/Q5_1 (scalar in candle) are requantised to
+    /// Q8_0 for them; K-quants and floats, and every type on CUDA, run on candle's.
+    fn weight(&self, q: QTensor, name: &str, device: &Device) -> Result<Weight, LoadError> {
+        let ours = matches!(
+            q.dtype(),
+            GgmlDType::Q8_0 | GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1
+        );
+        if !device.is_cpu() || !ours {
+            let w = QMatMul::from_arc(Arc::new(q)).map_err(|e| self.err(name, e))?;
+            return Ok(Weight::Candle(w));
+        }
+        let (rows, cols) = q.shape().dims2().map_err(|e| self.err(name, e))?;
+        let matrix = match q.dtype() {
+            GgmlDType::Q8_0 => {
+                QMatrix::from_q8_0(rows, cols, &q.data().map_err(|e| self.err(name, e))?)
+            }
+            GgmlDType::Q4_1 => {
+                QMatrix::from_q4_1(rows, cols, &q.data().map_err(|e| self.err(name, e))?)
+            }
+            _ => {
+                let dense = q.dequantize(device).map_err(|e| self.err(name, e))?;
+                let q8 =
+                    QTensor::quantize(&dense, GgmlDType::Q8_0).map_err(|e| self.err(name, e))?;
+                QMatrix::from_q8_0(rows, cols, &q8.data().map_err(|e| self.err(name, e))?)
+            }
+        }
+        .map_err(|e| self.err(name, e))?;
+        Ok(Weight::Cpu(Arc::new(matrix)))
+    }
+
     /// A dense tensor of the given shape, in the source's dtype.
     fn dense(&self, base: &str, suffix: &str, shape: &[usize]) -> Result<Tensor, LoadError> {
         let Source::Safetensors { vb, .. } = self else {
@@ -285,13 +298,7 @@ impl Source {
                 let device = device.clone();
                 let name = format!("{base}.weight");
                 let q = self.qtensor(&name)?;
-                let q = if device.is_cpu() && !fast_on_cpu(q.dtype()) {
-                    let dense = q.dequantize(&device).map_err(|e| self.err(&name, e))?;
-                    QTensor::quantize(&dense, GgmlDType::Q8_0).map_err(|e| self.err(&name, e))?
-                } else {
-                    q
-                };
-                let weight = QMatMul::from_arc(Arc::new(q)).map_err(|e| self.err(&name, e))?;
+                let weight = self.weight(q, &name, &device)?;
                 let bias_name = format!("{base}.bias");
                 let bias = match self {
                     Source::Gguf { content, .. }
@@ -312,7 +319,7 @@ impl Source {
                     None
                 };
                 Ok(Linear {
-                    weight: QMatMul::Tensor(w),
+                    weight: Weight::Candle(QMatMul::Tensor(w)),
                     bias,
                 })
             }
@@ -369,20 +376,10 @@ impl Source {
                 let head = if self.has("output") {
                     self.linear("output")?
                 } else {
-                    let q = if device.is_cpu() && !fast_on_cpu(table.dtype()) {
-                        let dense = table
-                            .dequantize(&device)
-                            .map_err(|e| self.err("token_embd.weight", e))?;
-                        Arc::new(
-                            QTensor::quantize(&dense, GgmlDType::Q8_0)
-                                .map_err(|e| self.err("token_embd.weight", e))?,
-                        )
-                    } else {
-                        table.clone()
-                    };
+                    // Tied: the embedding table again, as the LM head's matrix.
+                    let again = self.qtensor("token_embd.weight")?;
                     Linear {
-                        weight: QMatMul::from_arc(q)
-                            .map_err(|e| self.err("token_embd.weight", e))?,
+                        weight: self.weight(again, "token_embd.weight", &device)?,
                         bias: None,
                     }
                 };
@@ -394,7 +391,7 @@ impl Source {
                     self.linear("output")?
                 } else {
                     Linear {
-                        weight: QMatMul::Tensor(table.clone()),
+                        weight: Weight::Candle(QMatMul::Tensor(table.clone())),
                         bias: None,
                     }
                 };
