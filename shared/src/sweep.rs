@@ -140,6 +140,109 @@ pub fn preset(name: &str) -> Option<&'static EndpointPreset> {
     PRESETS.iter().find(|p| p.name == name)
 }
 
+/// A local model credence knows by name: what `preset = "NAME"` fills in a sweep's
+/// model (fields the model gives win) and what `credence decompose --model NAME` runs.
+/// Its weights are looked up under the models folder ([`models_dir`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalPreset {
+    /// The preset's name.
+    pub name: &'static str,
+    /// `gguf` or `safetensors`.
+    pub backend: &'static str,
+    /// The file or folder, relative to the models folder.
+    pub file: &'static str,
+    /// Weight dtype of a safetensors model.
+    pub dtype: Option<&'static str>,
+    /// Default device.
+    pub device: &'static str,
+    /// What it is.
+    pub doc: &'static str,
+}
+
+/// The local-model presets: the paper's three local models and the two that
+/// `scripts/setup` fetches.
+pub const LOCAL_PRESETS: &[LocalPreset] = &[
+    LocalPreset {
+        name: "phi-3-mini-128k",
+        backend: "safetensors",
+        file: "Phi-3-mini-128k-instruct",
+        dtype: Some("bf16"),
+        device: "cuda",
+        doc: "Phi-3-mini-128k-instruct, bf16 (the paper's), a Hugging Face folder",
+    },
+    LocalPreset {
+        name: "qwen3-8b",
+        backend: "safetensors",
+        file: "Qwen3-8B",
+        dtype: Some("bf16"),
+        device: "cuda",
+        doc: "Qwen3-8B, bf16, thinking off (the paper's), a Hugging Face folder",
+    },
+    LocalPreset {
+        name: "gemma-3-12b-it",
+        backend: "gguf",
+        file: "gemma-3-12b-it-Q4_K_M.gguf",
+        dtype: None,
+        device: "cuda",
+        doc: "Gemma-3-12b-it, Q4_K_M GGUF in place of the paper's bitsandbytes NF4",
+    },
+    LocalPreset {
+        name: "smollm2-135m-instruct",
+        backend: "gguf",
+        file: "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+        dtype: None,
+        device: "cpu",
+        doc: "SmolLM2-135M-Instruct, Q4_1 GGUF (fetched by scripts/setup; a weak decomposer)",
+    },
+    LocalPreset {
+        name: "gemma-3-270m",
+        backend: "gguf",
+        file: "gemma-3-270m/gemma-3-270m-q4_k_m.gguf",
+        dtype: None,
+        device: "cpu",
+        doc: "Gemma-3-270m base, Q4_K_M GGUF (fetched by scripts/setup; no chat template)",
+    },
+];
+
+/// Every preset's name, endpoints first, comma-separated (for error messages).
+pub fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|p| p.name)
+        .chain(LOCAL_PRESETS.iter().map(|p| p.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The local preset of that name.
+pub fn local_preset(name: &str) -> Option<&'static LocalPreset> {
+    LOCAL_PRESETS.iter().find(|p| p.name == name)
+}
+
+/// The folder model weights are looked up in: `$CREDENCE_MODELS_DIR`, else the nearest
+/// `models/` folder at or above `from`, else `from/models`.
+pub fn models_dir(from: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("CREDENCE_MODELS_DIR") {
+        return PathBuf::from(dir);
+    }
+    from.ancestors()
+        .map(|d| d.join("models"))
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| from.join("models"))
+}
+
+impl LocalPreset {
+    /// The backend, with the weights under `models`.
+    pub fn model_backend(&self, models: &Path) -> ModelBackend {
+        let path = models.join(self.file);
+        if self.backend == "gguf" {
+            ModelBackend::Gguf { path }
+        } else {
+            ModelBackend::Safetensors { path }
+        }
+    }
+}
+
 impl ModelBackend {
     /// The backend's name as written in sweep files.
     pub fn name(&self) -> &'static str {
@@ -712,13 +815,53 @@ impl Validator<'_> {
         Ok(())
     }
 
+    /// A local preset becomes the model's backend, path, dtype and device, except
+    /// where the model gives them.
+    fn fill_local_preset(&self, m: &mut RawModel, base: &Path) -> Result<(), SweepError> {
+        let Some(p) = m.preset.as_ref() else {
+            return Ok(());
+        };
+        let Some(local) = local_preset(p.get_ref()) else {
+            return Ok(());
+        };
+        let span = p.span();
+        if let Some(b) = &m.backend {
+            if b.get_ref() != local.backend {
+                return Err(self.err(
+                    b.span(),
+                    format!(
+                        "preset {:?} is a {} model; it does not apply to backend {:?}",
+                        local.name,
+                        local.backend,
+                        b.get_ref()
+                    ),
+                ));
+            }
+        }
+        let at = |v: &str| Spanned::new(span.clone(), v.to_string());
+        m.backend = Some(at(local.backend));
+        if m.path.is_none() {
+            let path = models_dir(base).join(local.file);
+            m.path = Some(at(&path.to_string_lossy()));
+        }
+        if m.dtype.is_none() {
+            m.dtype = local.dtype.map(at);
+        }
+        if m.device.is_none() {
+            m.device = Some(at(local.device));
+        }
+        m.preset = None;
+        Ok(())
+    }
+
     fn model(
         &self,
         m: Spanned<RawModel>,
         base: &Path,
     ) -> Result<(ModelSpec, Range<usize>), SweepError> {
         let span = m.span();
-        let m = m.into_inner();
+        let mut m = m.into_inner();
+        self.fill_local_preset(&mut m, base)?;
         let name = m
             .name
             .ok_or_else(|| self.err(span.clone(), "model is missing field \"name\""))?;
@@ -731,11 +874,7 @@ impl Validator<'_> {
                     format!(
                         "unknown preset {:?}; expected one of {}",
                         p.get_ref(),
-                        PRESETS
-                            .iter()
-                            .map(|p| p.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        preset_names()
                     ),
                 )
             })?),

@@ -8,7 +8,8 @@ use clap::{Args, ValueEnum};
 use credence_shared::cache::NoCache;
 use credence_shared::domain::{Example, Mode};
 use credence_shared::sweep::{
-    self, EncoderSpec, ModelBackend, ModelSpec, NlpSpec, PromptKind, VerifierSettings, PRESETS,
+    self, EncoderSpec, ModelBackend, ModelSpec, NlpSpec, PromptKind, VerifierSettings,
+    LOCAL_PRESETS, PRESETS,
 };
 use credence_worker::decompose::{self, DecomposeContext};
 use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
@@ -77,9 +78,13 @@ enum PromptArg {
 }
 
 fn presets_help() -> String {
-    let mut out = String::from("Presets:\n");
+    let mut out = String::from("Presets (endpoints):\n");
     for p in PRESETS {
-        out.push_str(&format!("  {:<18} {}\n", p.name, p.doc));
+        out.push_str(&format!("  {:<22} {}\n", p.name, p.doc));
+    }
+    out.push_str("Presets (local models, under $CREDENCE_MODELS_DIR or models/):\n");
+    for p in LOCAL_PRESETS {
+        out.push_str(&format!("  {:<22} {}\n", p.name, p.doc));
     }
     out
 }
@@ -224,15 +229,24 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
                 )
             })?
     } else {
+        let mut device = "cpu".to_string();
+        let mut dtype = None;
         let backend = match args.model.as_str() {
             "sentence-split" => ModelBackend::SentenceSplit,
             "conjunction-oracle" => ModelBackend::ConjunctionOracle,
+            name if sweep::local_preset(name).is_some() => {
+                let local = sweep::local_preset(name).expect("checked");
+                let cwd = std::env::current_dir().context("the current folder")?;
+                device = local.device.to_string();
+                dtype = local.dtype.map(str::to_string);
+                local.model_backend(&sweep::models_dir(&cwd))
+            }
             name => {
                 let Some(p) = sweep::preset(name) else {
                     bail!(
                         "unknown model {name:?}: give a preset ({}), a baseline \
                          (sentence-split, conjunction-oracle), or --sweep FILE with one of its models",
-                        PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                        sweep::preset_names()
                     );
                 };
                 ModelBackend::Openai {
@@ -249,8 +263,8 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
             backend,
             prompt: PromptKind::Credence,
             max_new_tokens: args.max_new_tokens,
-            dtype: None,
-            device: "cpu".into(),
+            dtype,
+            device,
         }
     };
     if let Some(p) = args.prompt {

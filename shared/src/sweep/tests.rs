@@ -291,7 +291,7 @@ fn endpoint_mistakes_name_their_place() {
     for (replacement, want) in [
         (
             "preset = \"gpt-9\"\n",
-            r#"sweeps/x.toml:18:10: unknown preset "gpt-9"; expected one of gemini-2.5-flash, openai"#,
+            r#"sweeps/x.toml:18:10: unknown preset "gpt-9"; expected one of gemini-2.5-flash, openai, phi-3-mini-128k, qwen3-8b, gemma-3-12b-it, smollm2-135m-instruct, gemma-3-270m"#,
         ),
         (
             "preset = \"openai\"\n",
@@ -316,4 +316,45 @@ fn endpoint_mistakes_name_their_place() {
     ] {
         assert_eq!(err(&GOOD.replace(base, replacement)), want, "{replacement}");
     }
+}
+
+#[test]
+fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
+    let sweep = |model: &str| {
+        format!(
+            "[sweep]\nname = \"p\"\n[[models]]\nname = \"m\"\n{model}\n\
+             [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n"
+        )
+    };
+    let spec = parse_str(&sweep("preset = \"qwen3-8b\"")).unwrap();
+    let m = &spec.models[0];
+    let ModelBackend::Safetensors { path } = &m.backend else {
+        panic!("{:?}", m.backend)
+    };
+    assert!(path.ends_with("Qwen3-8B"), "{}", path.display());
+    assert_eq!(
+        (m.dtype.as_deref(), m.device.as_str()),
+        (Some("bf16"), "cuda")
+    );
+
+    let spec = parse_str(&sweep(
+        "preset = \"smollm2-135m-instruct\"\npath = \"mine.gguf\"\ndevice = \"cuda:1\"",
+    ))
+    .unwrap();
+    let m = &spec.models[0];
+    assert_eq!(
+        m.backend,
+        ModelBackend::Gguf {
+            path: PathBuf::from("sweeps/mine.gguf")
+        }
+    );
+    assert_eq!((m.dtype.as_deref(), m.device.as_str()), (None, "cuda:1"));
+
+    let e = err(&sweep("preset = \"gemma-3-270m\"\nbackend = \"openai\""));
+    assert!(e.contains("preset \"gemma-3-270m\" is a gguf model"), "{e}");
+    let e = err(&sweep("preset = \"nope\""));
+    assert!(
+        e.contains("smollm2-135m-instruct") && e.contains("gemini-2.5-flash"),
+        "{e}"
+    );
 }
