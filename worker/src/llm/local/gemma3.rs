@@ -8,7 +8,7 @@
 //! adds the 1 when writing GGUF, so only safetensors weights get the offset here.
 
 use super::hf::HfConfig;
-use super::model::{Activation, Config, Rope, RopeStyle};
+use super::model::{Activation, Config, Rope};
 use super::weights::{LoadError, Meta, Source};
 
 /// GGUF `general.architecture`.
@@ -65,31 +65,30 @@ pub fn from_gguf(meta: &Meta, _source: &mut Source, vocab: usize) -> Result<Conf
         .usize_opt("attention.sliding_window_pattern")?
         .unwrap_or(DEFAULT_PATTERN);
     Ok(Config {
-        arch: ARCH,
-        vocab,
-        hidden,
-        layers,
-        heads,
-        kv_heads: meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
-        head_dim,
-        rms_eps: f64::from(
-            meta.f32_opt("attention.layer_norm_rms_epsilon")?
-                .unwrap_or(1e-6),
-        ),
-        rope: global_rope(
-            meta.f32_opt("rope.freq_base")?.unwrap_or(1_000_000.0),
-            head_dim,
-            meta.f32_opt("rope.scaling.factor")?,
-        ),
         rope_local: Some(Rope::plain(LOCAL_THETA)),
-        rope_style: RopeStyle::Halves,
         sliding_window: Some(meta.usize("attention.sliding_window")?),
         layer_uses_window: window_layers(layers, pattern),
         activation: Activation::GeluTanh,
         embed_scale: Some((hidden as f32).sqrt()),
-        attn_scale: 1.0 / (head_dim as f32).sqrt(),
-        context_length: meta.usize_opt("context_length")?.unwrap_or(32_768),
-        final_logit_softcap: None,
+        ..Config::standard(
+            ARCH,
+            vocab,
+            hidden,
+            layers,
+            heads,
+            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+            head_dim,
+            f64::from(
+                meta.f32_opt("attention.layer_norm_rms_epsilon")?
+                    .unwrap_or(1e-6),
+            ),
+            global_rope(
+                meta.f32_opt("rope.freq_base")?.unwrap_or(1_000_000.0),
+                head_dim,
+                meta.f32_opt("rope.scaling.factor")?,
+            ),
+            meta.usize_opt("context_length")?.unwrap_or(32_768),
+        )
     })
 }
 
@@ -130,30 +129,31 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
         .f64_opt("query_pre_attn_scalar")?
         .unwrap_or(head_dim as f64);
     Ok(Config {
-        arch: ARCH,
-        vocab: cfg.usize("vocab_size")?,
-        hidden,
-        layers,
-        heads,
-        kv_heads: cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
-        head_dim,
-        rms_eps: cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
-        rope: global_rope(
-            cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32,
-            head_dim,
-            linear,
-        ),
         rope_local: Some(Rope::plain(
             cfg.f64_opt("rope_local_base_freq")?
                 .unwrap_or(f64::from(LOCAL_THETA)) as f32,
         )),
-        rope_style: RopeStyle::Halves,
         sliding_window: Some(cfg.usize_opt("sliding_window")?.unwrap_or(512)),
         layer_uses_window,
         activation: Activation::GeluTanh,
         embed_scale: Some((hidden as f32).sqrt()),
         attn_scale: (1.0 / scalar.sqrt()) as f32,
-        context_length: cfg.usize_opt("max_position_embeddings")?.unwrap_or(32_768),
         final_logit_softcap: cfg.f64_opt("final_logit_softcapping")?.map(|x| x as f32),
+        ..Config::standard(
+            ARCH,
+            cfg.usize("vocab_size")?,
+            hidden,
+            layers,
+            heads,
+            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+            head_dim,
+            cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
+            global_rope(
+                cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32,
+                head_dim,
+                linear,
+            ),
+            cfg.usize_opt("max_position_embeddings")?.unwrap_or(32_768),
+        )
     })
 }

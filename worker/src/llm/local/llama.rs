@@ -7,7 +7,7 @@
 //! adjacent pairs; the safetensors weights rotate halves.
 
 use super::hf::HfConfig;
-use super::model::{Activation, Config, Rope, RopeStyle};
+use super::model::{Config, Rope, RopeStyle};
 use super::weights::{hf_llama_name, LoadError, Meta, Source};
 
 /// GGUF `general.architecture`.
@@ -41,24 +41,19 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
     }
     let layers = meta.usize("block_count")?;
     Ok(Config {
-        arch: ARCH,
-        vocab,
-        hidden,
-        layers,
-        heads,
-        kv_heads: meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
-        head_dim,
-        rms_eps: f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
-        rope,
-        rope_local: None,
         rope_style: RopeStyle::Interleaved,
-        sliding_window: None,
-        layer_uses_window: vec![false; layers],
-        activation: Activation::Silu,
-        embed_scale: None,
-        attn_scale: 1.0 / (head_dim as f32).sqrt(),
-        context_length: meta.usize_opt("context_length")?.unwrap_or(4096),
-        final_logit_softcap: None,
+        ..Config::standard(
+            ARCH,
+            vocab,
+            hidden,
+            layers,
+            heads,
+            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+            head_dim,
+            f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
+            rope,
+            meta.usize_opt("context_length")?.unwrap_or(4096),
+        )
     })
 }
 
@@ -130,23 +125,17 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
     }
     let layers = cfg.usize("num_hidden_layers")?;
     Ok(Config {
-        arch: ARCH,
-        vocab: cfg.usize("vocab_size")?,
-        hidden,
-        layers,
-        heads,
-        kv_heads: cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
-        head_dim,
-        rms_eps: cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
-        rope,
-        rope_local: None,
-        rope_style: RopeStyle::Halves,
-        sliding_window: None,
-        layer_uses_window: vec![false; layers],
-        activation: Activation::Silu,
-        embed_scale: None,
-        attn_scale: 1.0 / (head_dim as f32).sqrt(),
-        context_length: cfg.usize_opt("max_position_embeddings")?.unwrap_or(4096),
-        final_logit_softcap: None,
+        ..Config::standard(
+            ARCH,
+            cfg.usize("vocab_size")?,
+            hidden,
+            layers,
+            heads,
+            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+            head_dim,
+            cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
+            rope,
+            cfg.usize_opt("max_position_embeddings")?.unwrap_or(4096),
+        )
     })
 }

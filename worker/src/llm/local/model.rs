@@ -130,6 +130,46 @@ impl Weight {
     }
 }
 
+impl Config {
+    /// A Llama-style decoder: full attention in every layer, SiLU, rope over halves,
+    /// 1/sqrt(head_dim) attention scale, no embedding scale or soft-cap. The
+    /// architectures override what differs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn standard(
+        arch: &'static str,
+        vocab: usize,
+        hidden: usize,
+        layers: usize,
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        rms_eps: f64,
+        rope: Rope,
+        context_length: usize,
+    ) -> Self {
+        Config {
+            arch,
+            vocab,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            rms_eps,
+            rope,
+            rope_local: None,
+            rope_style: RopeStyle::Halves,
+            sliding_window: None,
+            layer_uses_window: vec![false; layers],
+            activation: Activation::Silu,
+            embed_scale: None,
+            attn_scale: 1.0 / (head_dim as f32).sqrt(),
+            context_length,
+            final_logit_softcap: None,
+        }
+    }
+}
+
 /// A projection: a weight matrix and an optional bias.
 #[derive(Debug, Clone)]
 pub struct Linear {

@@ -6,7 +6,7 @@
 //! switched to the long factors.
 
 use super::hf::HfConfig;
-use super::model::{Activation, Config, Rope, RopeStyle};
+use super::model::{Config, Rope};
 use super::weights::{hf_llama_name, LoadError, Meta, Source};
 
 /// GGUF `general.architecture`.
@@ -66,24 +66,20 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
     let (sliding_window, layer_uses_window) =
         windows(layers, meta.usize_opt("attention.sliding_window")?, context);
     Ok(Config {
-        arch: ARCH,
-        vocab,
-        hidden,
-        layers,
-        heads,
-        kv_heads: meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
-        head_dim,
-        rms_eps: f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
-        rope,
-        rope_local: None,
-        rope_style: RopeStyle::Halves,
         sliding_window,
         layer_uses_window,
-        activation: Activation::Silu,
-        embed_scale: None,
-        attn_scale: 1.0 / (head_dim as f32).sqrt(),
-        context_length: context,
-        final_logit_softcap: None,
+        ..Config::standard(
+            ARCH,
+            vocab,
+            hidden,
+            layers,
+            heads,
+            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+            head_dim,
+            f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
+            rope,
+            context,
+        )
     })
 }
 
@@ -133,23 +129,19 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
     let (sliding_window, layer_uses_window) =
         windows(layers, cfg.usize_opt("sliding_window")?, context);
     Ok(Config {
-        arch: ARCH,
-        vocab: cfg.usize("vocab_size")?,
-        hidden,
-        layers,
-        heads,
-        kv_heads: cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
-        head_dim,
-        rms_eps: cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
-        rope,
-        rope_local: None,
-        rope_style: RopeStyle::Halves,
         sliding_window,
         layer_uses_window,
-        activation: Activation::Silu,
-        embed_scale: None,
-        attn_scale: 1.0 / (head_dim as f32).sqrt(),
-        context_length: context,
-        final_logit_softcap: None,
+        ..Config::standard(
+            ARCH,
+            cfg.usize("vocab_size")?,
+            hidden,
+            layers,
+            heads,
+            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+            head_dim,
+            cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
+            rope,
+            context,
+        )
     })
 }
