@@ -211,9 +211,16 @@ fn smollm2_greedy_completion_follows_llama_cpp() {
     let ours = rt.block_on(backend.run(&messages, 64, false)).unwrap();
     assert_eq!(ours.prompt_tokens, ids(&f["prompt_ids"]).len());
     let theirs = ids(&f["generated_ids"]);
-    // Q4_1 weights run as Q8_0 here (candle's Q4_1 kernel is scalar), so logits differ
-    // from llama.cpp's by rounding, and greedy decoding parts where two tokens are nearly
-    // tied (here after "L'Étoile, la Cité, l"); the first tokens have clear leads.
+    // Both engines multiply Q4_1 weights by 8-bit activations, but round differently
+    // (sums in another order), so greedy decoding parts where llama.cpp's top two tokens
+    // are nearly tied. Free-running, the completions agree up to the first step whose
+    // lead in llama.cpp is under 0.1 (found in the fixture's top-5 of the first steps;
+    // all of them when none is that close).
+    let steps = f["top5_first_steps"].as_array().unwrap();
+    let lead = |step: &serde_json::Value| {
+        step[0]["logit"].as_f64().unwrap() - step[1]["logit"].as_f64().unwrap()
+    };
+    let clear = steps.iter().take_while(|s| lead(s) >= 0.1).count();
     let common_prefix = ours
         .ids
         .iter()
@@ -221,37 +228,43 @@ fn smollm2_greedy_completion_follows_llama_cpp() {
         .take_while(|(a, b)| a == b)
         .count();
     println!("credence: {:?}\nllama.cpp: {:?}", ours.text, f["text"]);
+    assert!(clear >= 4, "the fixture's first steps are near ties");
     assert!(
-        common_prefix >= 8.min(theirs.len()),
-        "first {common_prefix} tokens agree"
+        common_prefix >= clear.min(theirs.len()),
+        "first {common_prefix} tokens agree, {clear} expected"
     );
+
+    // Teacher-forced, llama.cpp's tokens as input: at every recorded step our top token
+    // is llama.cpp's, or llama.cpp sees a near tie (lead under 0.25) and ours is within
+    // the engines' logit noise (under 1.0; the largest top-5 difference seen is about 1).
+    let model = LocalModel::load(&settings(&path)).unwrap();
+    let prompt = ids(&f["prompt_ids"]);
+    let mut input = prompt.clone();
+    input.extend_from_slice(&theirs[..steps.len() - 1]);
+    let mut cache = SeqCache::new(model.model.config.layers);
+    let logits = model
+        .model
+        .forward_all(&input, &mut cache)
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    for (i, step) in steps.iter().enumerate() {
+        let row = &logits[prompt.len() - 1 + i];
+        let top = step[0]["id"].as_u64().unwrap() as usize;
+        let mine = row
+            .iter()
+            .enumerate()
+            .fold((0, f32::MIN), |b, (j, &v)| if v > b.1 { (j, v) } else { b })
+            .0;
+        let our_lead = row[mine] - row[top];
+        assert!(
+            mine == top || (lead(step) < 0.25 && our_lead < 1.0),
+            "step {i}: llama.cpp {top} (lead {:.3}), credence {mine} (lead {our_lead:.3})",
+            lead(step)
+        );
+    }
 }
 
-#[test]
-fn a_missing_or_foreign_gguf_file_is_refused_with_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("absent.gguf");
-    let err = LocalModel::load(&settings(&missing))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("absent.gguf") && err.contains("cannot open"),
-        "{err}"
-    );
-    let junk = dir.path().join("junk.gguf");
-    std::fs::write(&junk, b"not a gguf file at all").unwrap();
-    let err = LocalModel::load(&settings(&junk))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("junk.gguf") && err.contains("not a readable GGUF file"),
-        "{err}"
-    );
-}
-
-/// An independent implementation of the same file: candle-transformers' quantized Llama.
 #[test]
 fn smollm2_prompt_logits_match_candles_quantized_llama() {
     let Some(path) = smollm2() else { return };

@@ -274,10 +274,21 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// Both forward paths of a CPU f32 model: the plain buffers (the default) and candle
+/// tensors (the path CUDA runs).
+const PATHS: [(bool, &str); 2] = [(false, "plain"), (true, "tensor")];
+
 fn check_architecture(arch: Arch) {
     let dir = tempfile::tempdir().unwrap();
     write_model(dir.path(), arch);
-    let model = LocalModel::load(&settings(dir.path(), "f32", 16)).unwrap();
+    for (tensors, path) in PATHS {
+        let mut model = LocalModel::load(&settings(dir.path(), "f32", 16)).unwrap();
+        model.model.set_tensor_path(tensors);
+        check_path(dir.path(), arch, &model, path);
+    }
+}
+
+fn check_path(dir: &Path, arch: Arch, model: &LocalModel, path: &str) {
     assert_eq!(model.model.config.layers, LAYERS);
     let prompt: Vec<u32> = vec![5, 9, 17, 3, 40, 22, 8, 61, 13, 7];
 
@@ -288,9 +299,9 @@ fn check_architecture(arch: Arch) {
         .forward(std::slice::from_ref(&prompt), &mut [&mut cache])
         .unwrap();
     let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let theirs = reference_logits(dir.path(), arch, &prompt, false);
+    let theirs = reference_logits(dir, arch, &prompt, false);
     let d = max_diff(&ours, &theirs);
-    assert!(d < 1e-4, "{arch:?} prefill logits differ by {d}");
+    assert!(d < 1e-4, "{arch:?} {path}: prefill logits differ by {d}");
 
     // Token by token through the cache, batched with a sequence of another length.
     let mut a = SeqCache::new(LAYERS);
@@ -311,11 +322,17 @@ fn check_architecture(arch: Arch) {
             .unwrap();
         logits = step.get(0).unwrap().to_vec1::<f32>().unwrap();
     }
-    let theirs_step = reference_logits(dir.path(), arch, &prompt, true);
+    let theirs_step = reference_logits(dir, arch, &prompt, true);
     let d = max_diff(&logits, &theirs_step);
-    assert!(d < 1e-4, "{arch:?} batched decode logits differ by {d}");
+    assert!(
+        d < 1e-4,
+        "{arch:?} {path}: batched decode logits differ by {d}"
+    );
     let d = max_diff(&logits, &theirs);
-    assert!(d < 1e-4, "{arch:?} decode and prefill differ by {d}");
+    assert!(
+        d < 1e-4,
+        "{arch:?} {path}: decode and prefill differ by {d}"
+    );
 }
 
 #[test]
@@ -416,14 +433,15 @@ fn a_folder_without_weights_or_with_an_unknown_model_type_is_refused_by_name() {
 
 #[test]
 fn gemma3_sliding_window_is_the_same_in_prefill_and_decode() {
-    let logits = |window: usize, one_by_one: bool| {
+    let logits = |window: usize, one_by_one: bool, tensors: bool| {
         let dir = tempfile::tempdir().unwrap();
         write_model_with(
             dir.path(),
             Arch::Gemma3,
             config_with_window(Arch::Gemma3, window),
         );
-        let model = LocalModel::load(&settings(dir.path(), "f32", 4)).unwrap();
+        let mut model = LocalModel::load(&settings(dir.path(), "f32", 4)).unwrap();
+        model.model.set_tensor_path(tensors);
         let prompt: Vec<u32> = vec![5, 9, 17, 3, 40, 22, 8, 61, 13, 7];
         let mut cache = SeqCache::new(LAYERS);
         let chunks: Vec<Vec<u32>> = if one_by_one {
@@ -438,13 +456,22 @@ fn gemma3_sliding_window_is_the_same_in_prefill_and_decode() {
         }
         last
     };
-    let (prefill, decode) = (logits(4, false), logits(4, true));
-    let d = max_diff(&prefill, &decode);
-    assert!(d < 1e-4, "window 4: prefill and decode differ by {d}");
-    // The window matters: with a window covering the prompt the logits change.
-    let wide = logits(16, false);
-    assert!(
-        max_diff(&prefill, &wide) > 1e-3,
-        "a 4-token window changed nothing"
-    );
+    for (tensors, path) in PATHS {
+        let (prefill, decode) = (logits(4, false, tensors), logits(4, true, tensors));
+        let d = max_diff(&prefill, &decode);
+        assert!(
+            d < 1e-4,
+            "{path}: window 4: prefill and decode differ by {d}"
+        );
+        // The window matters: with a window covering the prompt the logits change.
+        let wide = logits(16, false, tensors);
+        assert!(
+            max_diff(&prefill, &wide) > 1e-3,
+            "{path}: a 4-token window changed nothing"
+        );
+        // And the two paths agree.
+        let other = logits(4, false, !tensors);
+        let d = max_diff(&prefill, &other);
+        assert!(d < 1e-4, "{path}: the two paths differ by {d}");
+    }
 }

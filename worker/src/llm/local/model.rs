@@ -11,6 +11,7 @@
 //! attention per sequence over its own cache, so sequences of different lengths join and
 //! leave the batch at any step.
 
+use super::plain::{Plain, PlainKv, PlainParts};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 
@@ -108,6 +109,15 @@ pub enum Weight {
 }
 
 impl Weight {
+    /// Output width (rows of the matrix).
+    pub fn out_dim(&self) -> Result<usize> {
+        match self {
+            Weight::Candle(QMatMul::QTensor(q)) => q.shape().dims2().map(|(r, _)| r),
+            Weight::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => t.dim(0),
+            Weight::Cpu(q) => Ok(q.rows()),
+        }
+    }
+
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Candle(w) => w.forward(x),
@@ -265,6 +275,10 @@ pub struct Transformer {
     rope_global: (Tensor, Tensor),
     /// The same for sliding-window layers.
     rope_local: (Tensor, Tensor),
+    /// The plain-buffer form of a CPU model with f32 activations, which runs its forward
+    /// passes unless [`Transformer::set_tensor_path`] turned it off.
+    plain: Option<Plain>,
+    use_plain: bool,
 }
 
 /// One sequence's keys and values, per layer, in `[1, kv_heads, capacity, head_dim]`
@@ -272,6 +286,8 @@ pub struct Transformer {
 pub struct SeqCache {
     k: Vec<Option<Tensor>>,
     v: Vec<Option<Tensor>>,
+    /// The plain path's keys and values ([`super::plain`]).
+    plain: PlainKv,
     len: usize,
 }
 
@@ -281,6 +297,7 @@ impl SeqCache {
         SeqCache {
             k: vec![None; layers],
             v: vec![None; layers],
+            plain: PlainKv::new(layers),
             len: 0,
         }
     }
@@ -389,6 +406,18 @@ impl Transformer {
             Some(r) => rope_tables(r, config.head_dim, positions, device, dtype)?,
             None => rope_global.clone(),
         };
+        let plain = if device.is_cpu() && dtype == DType::F32 {
+            Some(Plain::new(PlainParts {
+                config: &config,
+                embedding: &parts.embedding,
+                blocks: &parts.blocks,
+                final_norm: &parts.final_norm,
+                lm_head: &parts.lm_head,
+                ropes: [&rope_global, &rope_local],
+            })?)
+        } else {
+            None
+        };
         Ok(Transformer {
             config,
             embedding: parts.embedding,
@@ -399,7 +428,20 @@ impl Transformer {
             dtype,
             rope_global,
             rope_local,
+            use_plain: plain.is_some(),
+            plain,
         })
+    }
+
+    /// Runs later forward passes on candle tensors (`true`), as on CUDA, or on the plain
+    /// buffers where the model has them (`false`, the default on CPU). For checking one
+    /// path against the other; a cache must not cross from one path to the other.
+    pub fn set_tensor_path(&mut self, tensors: bool) {
+        self.use_plain = !tensors && self.plain.is_some();
+    }
+
+    fn plain(&self) -> Option<&Plain> {
+        self.plain.as_ref().filter(|_| self.use_plain)
     }
 
     /// Longest sequence (prompt + generation) this model instance runs.
@@ -433,6 +475,20 @@ impl Transformer {
     /// (a prefill), or several sequences with one new token each (a decode step); each
     /// sequence's cache grows by its new tokens.
     pub fn forward(&self, tokens: &[Vec<u32>], caches: &mut [&mut SeqCache]) -> Result<Tensor> {
+        if let Some(plain) = self.plain() {
+            let starts = self.check(tokens, caches)?;
+            let (n, t) = (tokens.len(), tokens[0].len());
+            let x = self.plain_forward(plain, tokens, caches, &starts)?;
+            let hidden = self.config.hidden;
+            // Each sequence's last row.
+            let last: Vec<f32> = (0..n)
+                .flat_map(|i| {
+                    let r = i * t + t - 1;
+                    x[r * hidden..(r + 1) * hidden].iter().copied()
+                })
+                .collect();
+            return plain.head(&last, n);
+        }
         let x = self.blocks_forward(tokens, caches)?;
         let t = x.dim(1)?;
         self.head(&x.narrow(1, t - 1, 1)?.squeeze(1)?)
@@ -441,6 +497,13 @@ impl Transformer {
     /// The logits `[t, vocab]` of every position of one sequence's new tokens (for
     /// checking a model against a reference position by position).
     pub fn forward_all(&self, tokens: &[u32], cache: &mut SeqCache) -> Result<Tensor> {
+        if let Some(plain) = self.plain() {
+            let tokens = [tokens.to_vec()];
+            let mut caches = [cache];
+            let starts = self.check(&tokens, &mut caches)?;
+            let x = self.plain_forward(plain, &tokens, &mut caches, &starts)?;
+            return plain.head(&x, tokens[0].len());
+        }
         let x = self.blocks_forward(&[tokens.to_vec()], &mut [cache])?;
         self.head(&x.squeeze(0)?)
     }
@@ -454,8 +517,24 @@ impl Transformer {
         }
     }
 
-    /// The residual stream `[n, t, hidden]` after the last block.
-    fn blocks_forward(&self, tokens: &[Vec<u32>], caches: &mut [&mut SeqCache]) -> Result<Tensor> {
+    fn plain_forward(
+        &self,
+        plain: &Plain,
+        tokens: &[Vec<u32>],
+        caches: &mut [&mut SeqCache],
+        starts: &[usize],
+    ) -> Result<Vec<f32>> {
+        let mut kv: Vec<&mut PlainKv> = caches.iter_mut().map(|c| &mut c.plain).collect();
+        let x = plain.blocks_forward(tokens, &mut kv, starts)?;
+        let t = tokens[0].len();
+        for cache in caches.iter_mut() {
+            cache.len += t;
+        }
+        Ok(x)
+    }
+
+    /// Checks the shape of a forward pass and returns each sequence's cached length.
+    fn check(&self, tokens: &[Vec<u32>], caches: &[&mut SeqCache]) -> Result<Vec<usize>> {
         let n = tokens.len();
         if n == 0 || n != caches.len() {
             candle_core::bail!("forward: {n} token lists for {} caches", caches.len());
@@ -472,6 +551,13 @@ impl Transformer {
                 self.context_length()
             );
         }
+        Ok(starts)
+    }
+
+    /// The residual stream `[n, t, hidden]` after the last block.
+    fn blocks_forward(&self, tokens: &[Vec<u32>], caches: &mut [&mut SeqCache]) -> Result<Tensor> {
+        let starts = self.check(tokens, caches)?;
+        let (n, t) = (tokens.len(), tokens[0].len());
         let flat: Vec<u32> = tokens.iter().flatten().copied().collect();
         let ids = Tensor::from_vec(flat, (n, t), &self.device)?;
         let mut x = self.embed(&ids)?;
@@ -602,9 +688,10 @@ impl Transformer {
                 .reshape((1, c.kv_heads, rep * t, c.head_dim))?;
             let scores = qi.matmul(&k_all.t()?.contiguous()?)?;
             let scores = if t > 1 {
-                let mask = self
-                    .mask(t, starts[i], keys, first, window)?
-                    .to_dtype(scores.dtype())?;
+                // (`first` is 0 here: a prompt attends from the start of its cache.)
+                let mask = super::plain::prompt_mask(t, starts[i], keys, window);
+                let mask =
+                    Tensor::from_vec(mask, (t, keys), &self.device)?.to_dtype(scores.dtype())?;
                 scores
                     .reshape((1, c.kv_heads, rep, t, keys))?
                     .broadcast_add(&mask)?
@@ -628,29 +715,6 @@ impl Transformer {
             Tensor::cat(&outs, 0)?
         };
         block.o.forward(&out)
-    }
-
-    /// Additive mask `[t, keys]` of a prefill: causal, and within the window.
-    fn mask(
-        &self,
-        t: usize,
-        start: usize,
-        keys: usize,
-        first: usize,
-        window: Option<usize>,
-    ) -> Result<Tensor> {
-        let mut m = vec![0f32; t * keys];
-        for i in 0..t {
-            let pos = start + i;
-            for j in 0..keys {
-                let key = first + j;
-                let visible = key <= pos && window.is_none_or(|w| pos - key < w);
-                if !visible {
-                    m[i * keys + j] = f32::NEG_INFINITY;
-                }
-            }
-        }
-        Tensor::from_vec(m, (t, keys), &self.device)
     }
 
     fn mlp(&self, block: &Block, x: &Tensor) -> Result<Tensor> {

@@ -14,21 +14,27 @@ pub const BLOCK: usize = 32;
 /// Activation rows multiplied per pass over a weight row.
 const ROWS_PER_PASS: usize = 4;
 
-/// A Q8_0 block with its scale widened to f32.
+/// A Q8_0 block as GGUF stores it: an f16 scale and 32 signed bytes (34 bytes). The
+/// products read every weight byte once per token, so the blocks keep GGUF's size: at
+/// one thread a decode step is bound by memory bandwidth, not arithmetic.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct BlockQ8 {
-    d: f32,
+    d: u16,
     qs: [i8; BLOCK],
 }
 
-/// A Q4_1 block with scale and minimum widened to f32.
+/// A Q4_1 block as GGUF stores it: f16 scale and minimum, 16 bytes of nibbles (20 bytes).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct BlockQ41 {
-    d: f32,
-    m: f32,
+    d: u16,
+    m: u16,
     qs: [u8; BLOCK / 2],
+}
+
+fn f16_bits(bits: u16) -> f32 {
+    half::f16::from_bits(bits).to_f32()
 }
 
 /// One block of quantised activations; `s` is `d * sum(qs)` (for Q4_1's minimum).
@@ -57,10 +63,6 @@ pub struct QMatrix {
     blocks: Blocks,
 }
 
-fn f16(bytes: [u8; 2]) -> f32 {
-    half::f16::from_le_bytes(bytes).to_f32()
-}
-
 impl QMatrix {
     /// A matrix from GGUF Q8_0 bytes (34 bytes a block: f16 scale, 32 i8).
     pub fn from_q8_0(rows: usize, cols: usize, raw: &[u8]) -> Result<Self, String> {
@@ -74,7 +76,7 @@ impl QMatrix {
                     *q = x as i8;
                 }
                 BlockQ8 {
-                    d: f16([b[0], b[1]]),
+                    d: u16::from_le_bytes([b[0], b[1]]),
                     qs,
                 }
             })
@@ -96,8 +98,8 @@ impl QMatrix {
                 let mut qs = [0u8; BLOCK / 2];
                 qs.copy_from_slice(&b[4..20]);
                 BlockQ41 {
-                    d: f16([b[0], b[1]]),
-                    m: f16([b[2], b[3]]),
+                    d: u16::from_le_bytes([b[0], b[1]]),
+                    m: u16::from_le_bytes([b[2], b[3]]),
                     qs,
                 }
             })
@@ -188,7 +190,7 @@ fn quantize_block(x: &[f32]) -> ActBlock {
     let mut qs = [0i8; BLOCK];
     let mut sum = 0i32;
     for (q, &v) in qs.iter_mut().zip(x) {
-        *q = (v * id).round() as i8;
+        *q = (v * id).round_ties_even() as i8;
         sum += i32::from(*q);
     }
     ActBlock {
@@ -201,7 +203,9 @@ fn quantize_block(x: &[f32]) -> ActBlock {
 fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -227,7 +231,7 @@ fn scalar_rows<W>(
 fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: bool) {
     #[cfg(target_arch = "x86_64")]
     if simd {
-        // SAFETY: AVX2 and FMA were detected at run time.
+        // SAFETY: AVX2, FMA and F16C were detected at run time.
         unsafe { avx2::dot_q8(row, acts, nb, dst) };
         return;
     }
@@ -238,7 +242,7 @@ fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: 
                 .zip(&x.qs)
                 .map(|(&p, &q)| i32::from(p) * i32::from(q))
                 .sum();
-        w.d * x.d * s as f32
+        f16_bits(w.d) * x.d * s as f32
     });
 }
 
@@ -246,7 +250,7 @@ fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: 
 fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: bool) {
     #[cfg(target_arch = "x86_64")]
     if simd {
-        // SAFETY: AVX2 and FMA were detected at run time.
+        // SAFETY: AVX2, FMA and F16C were detected at run time.
         unsafe { avx2::dot_q41(row, acts, nb, dst) };
         return;
     }
@@ -257,7 +261,7 @@ fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd
             s += i32::from(w.qs[j] & 0x0f) * i32::from(x.qs[j]);
             s += i32::from(w.qs[j] >> 4) * i32::from(x.qs[j + BLOCK / 2]);
         }
-        w.d * x.d * s as f32 + w.m * x.s
+        f16_bits(w.d) * x.d * s as f32 + f16_bits(w.m) * x.s
     });
 }
 
@@ -266,7 +270,7 @@ mod avx2 {
     use super::{ActBlock, BlockQ41, BlockQ8};
     use std::arch::x86_64::*;
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     fn hsum(v: __m256) -> f32 {
         let hi = _mm256_extractf128_ps(v, 1);
         let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
@@ -275,56 +279,133 @@ mod avx2 {
         _mm_cvtss_f32(s)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    /// Two f16 values to f32.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn f16x2(a: u16, b: u16) -> (f32, f32) {
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(
+            (u32::from(a) | (u32::from(b) << 16)) as i32,
+        ));
+        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+    }
+
+    // The kernels are generic over the number of activation rows R (1 to 4) so that the
+    // accumulators (two per row: even and odd blocks, two independent chains of fused
+    // multiply-adds) are registers: indexed at run time they were spilled to the stack,
+    // and every block waited on a store and a load.
+
+    /// `dst[i] = row . acts[i]` for Q8_0 weights, `dst.len()` rows of `nb` blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        let m = dst.len();
-        // Two accumulators per activation row (even and odd blocks): two independent
-        // dependency chains of fused multiply-adds.
-        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
-        for (b, w) in row.iter().enumerate() {
+        // SAFETY (all four): the caller's features, and dst.len() rows of nb blocks.
+        match dst.len() {
+            1 => unsafe { q8_rows::<1>(row, acts, nb, dst) },
+            2 => unsafe { q8_rows::<2>(row, acts, nb, dst) },
+            3 => unsafe { q8_rows::<3>(row, acts, nb, dst) },
+            _ => unsafe { q8_rows::<4>(row, acts, nb, dst) },
+        }
+    }
+
+    /// The same for Q4_1 weights.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
+        // SAFETY: as above.
+        match dst.len() {
+            1 => unsafe { q41_rows::<1>(row, acts, nb, dst) },
+            2 => unsafe { q41_rows::<2>(row, acts, nb, dst) },
+            3 => unsafe { q41_rows::<3>(row, acts, nb, dst) },
+            _ => unsafe { q41_rows::<4>(row, acts, nb, dst) },
+        }
+    }
+
+    /// One Q8_0 block `w` (index `b`) into the accumulators of R rows.
+    macro_rules! q8_block {
+        ($w:expr, $b:expr, $acts:expr, $nb:expr, $acc:expr) => {{
+            let w: &BlockQ8 = $w;
             // SAFETY: a block holds 32 bytes.
             let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
             let aw = _mm256_sign_epi8(wv, wv);
-            for (i, a) in acc.iter_mut().enumerate().take(m) {
-                let x = &acts[i * nb + b];
+            let (d, _) = f16x2(w.d, 0);
+            for i in 0..R {
+                let x = &$acts[i * $nb + $b];
                 // SAFETY: as above.
                 let xv = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
                 let sx = _mm256_sign_epi8(xv, wv);
                 let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
-                let slot = &mut a[b & 1];
-                *slot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(w.d * x.d), *slot);
+                $acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), $acc[i]);
             }
+        }};
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q8_rows<const R: usize>(
+        row: &[BlockQ8],
+        acts: &[ActBlock],
+        nb: usize,
+        dst: &mut [f32],
+    ) {
+        let mut even = [_mm256_setzero_ps(); R];
+        let mut odd = [_mm256_setzero_ps(); R];
+        let mut pairs = row[..nb].chunks_exact(2);
+        let mut b = 0;
+        for pair in pairs.by_ref() {
+            q8_block!(&pair[0], b, acts, nb, even);
+            q8_block!(&pair[1], b + 1, acts, nb, odd);
+            b += 2;
         }
-        for (out, a) in dst.iter_mut().zip(acc) {
-            *out = hsum(_mm256_add_ps(a[0], a[1]));
+        if let [last] = pairs.remainder() {
+            q8_block!(last, b, acts, nb, even);
+        }
+        for i in 0..R {
+            dst[i] = hsum(_mm256_add_ps(even[i], odd[i]));
         }
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        let m = dst.len();
-        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
-        let mut mins = [0f32; 4];
-        let low = _mm_set1_epi8(0x0f);
-        for (b, w) in row.iter().enumerate() {
+    /// One Q4_1 block `w` (index `b`) into the accumulators and minimum sums of R rows:
+    /// `d * d_x * (q . q_x) + m * d_x * sum(q_x)`.
+    macro_rules! q41_block {
+        ($w:expr, $b:expr, $acts:expr, $nb:expr, $acc:expr, $mins:expr) => {{
+            let w: &BlockQ41 = $w;
             // SAFETY: a block holds 16 bytes of nibbles.
             let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+            let low = _mm_set1_epi8(0x0f);
             let lo = _mm_and_si128(packed, low);
             let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
             let wv = _mm256_set_m128i(hi, lo);
-            for i in 0..m {
-                let x = &acts[i * nb + b];
+            let (d, mn) = f16x2(w.d, w.m);
+            for i in 0..R {
+                let x = &$acts[i * $nb + $b];
                 // SAFETY: an activation block holds 32 bytes.
                 let xv = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
                 let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), _mm256_set1_epi16(1));
-                let slot = &mut acc[i][b & 1];
-                *slot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(w.d * x.d), *slot);
-                // The minimum's term: m * d_x * sum(q_x), on its own scalar chain.
-                mins[i] += w.m * x.s;
+                $acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), $acc[i]);
+                $mins[i] += mn * x.s;
             }
+        }};
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q41_rows<const R: usize>(
+        row: &[BlockQ41],
+        acts: &[ActBlock],
+        nb: usize,
+        dst: &mut [f32],
+    ) {
+        let mut even = [_mm256_setzero_ps(); R];
+        let mut odd = [_mm256_setzero_ps(); R];
+        let mut mins_even = [0f32; R];
+        let mut mins_odd = [0f32; R];
+        let mut pairs = row[..nb].chunks_exact(2);
+        let mut b = 0;
+        for pair in pairs.by_ref() {
+            q41_block!(&pair[0], b, acts, nb, even, mins_even);
+            q41_block!(&pair[1], b + 1, acts, nb, odd, mins_odd);
+            b += 2;
         }
-        for (i, out) in dst.iter_mut().enumerate() {
-            *out = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + mins[i];
+        if let [last] = pairs.remainder() {
+            q41_block!(last, b, acts, nb, even, mins_even);
+        }
+        for i in 0..R {
+            dst[i] = hsum(_mm256_add_ps(even[i], odd[i])) + mins_even[i] + mins_odd[i];
         }
     }
 }

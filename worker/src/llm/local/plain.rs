@@ -1,0 +1,576 @@
+//! The same decoder as [`super::model`], for CPU models with f32 activations, on plain
+//! `Vec<f32>` buffers instead of candle tensors.
+//!
+//! A 135M-parameter model makes about 750 tensor operations per decode step, each of a
+//! few hundred values: on candle's CPU backend every one allocates, dispatches and
+//! copies, which cost as much as the matrix products themselves. Here a step is the
+//! products ([`super::qmatmul`], or candle's kernel for other weight types) and a few
+//! loops over each row; attention over the cache is plain dot products (AVX2 when the
+//! CPU has it), a prompt's attention one candle matrix product per layer.
+//!
+//! The arithmetic is the tensor path's, operation for operation, and the tests hold the
+//! two to the same references (`worker/tests/llm_tiny.rs` runs both).
+
+use super::model::{Activation, Config, Embedding, GateUp, Linear, Norm, Qkv, RopeStyle, Weight};
+use candle_core::{DType, Device, Module, Result, Tensor};
+
+/// One sequence's keys and values of every layer: `[position][kv_heads * head_dim]`.
+#[derive(Debug, Default)]
+pub struct PlainKv {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+}
+
+impl PlainKv {
+    /// An empty cache for `layers` blocks.
+    pub fn new(layers: usize) -> Self {
+        PlainKv {
+            k: vec![Vec::new(); layers],
+            v: vec![Vec::new(); layers],
+        }
+    }
+}
+
+/// A projection's weight and bias, read out of the tensor model.
+struct Proj {
+    weight: Weight,
+    bias: Option<Vec<f32>>,
+    out: usize,
+}
+
+impl Proj {
+    fn new(linear: &Linear) -> Result<Self> {
+        let bias = match &linear.bias {
+            Some(b) => Some(b.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?),
+            None => None,
+        };
+        Ok(Proj {
+            weight: linear.weight.clone(),
+            bias,
+            out: linear.weight.out_dim()?,
+        })
+    }
+
+    /// `x W^T + b` for `m` rows of `k` values.
+    fn forward(&self, x: &[f32], m: usize, k: usize) -> Result<Vec<f32>> {
+        let mut y = match &self.weight {
+            Weight::Cpu(q) => {
+                if q.cols() != k {
+                    candle_core::bail!("matmul: {k} inputs for a matrix of {} columns", q.cols());
+                }
+                q.matmul(x, m)
+            }
+            Weight::Candle(w) => {
+                let t = Tensor::from_slice(x, (m, k), &Device::Cpu)?;
+                w.forward(&t)?
+                    .to_dtype(DType::F32)?
+                    .flatten_all()?
+                    .to_vec1::<f32>()?
+            }
+        };
+        if y.len() != m * self.out {
+            candle_core::bail!("matmul: {} outputs, expected {m} x {}", y.len(), self.out);
+        }
+        if let Some(b) = &self.bias {
+            for row in y.chunks_exact_mut(self.out) {
+                for (v, &b) in row.iter_mut().zip(b) {
+                    *v += b;
+                }
+            }
+        }
+        Ok(y)
+    }
+}
+
+fn norm_weights(norm: &Norm) -> Result<Vec<f32>> {
+    norm.0.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()
+}
+
+/// One block's weights.
+struct PlainBlock {
+    attn_norm: Vec<f32>,
+    /// `[q; k; v]` in one product, or three.
+    qkv: Vec<Proj>,
+    qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    o: Proj,
+    post_attn_norm: Option<Vec<f32>>,
+    ffn_norm: Vec<f32>,
+    /// `[gate; up]` in one product, or two.
+    gate_up: Vec<Proj>,
+    down: Proj,
+    post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// A model's weights and tables for the plain path.
+pub struct Plain {
+    config: Config,
+    embedding: Embedding,
+    blocks: Vec<PlainBlock>,
+    final_norm: Vec<f32>,
+    lm_head: Proj,
+    /// `[positions][head_dim / 2]` cos and sin of full-attention layers.
+    rope_global: (Vec<f32>, Vec<f32>),
+    /// The same for sliding-window layers.
+    rope_local: (Vec<f32>, Vec<f32>),
+    positions: usize,
+}
+
+/// What [`Plain::new`] reads from the tensor model.
+pub struct PlainParts<'a> {
+    /// Shape and arithmetic.
+    pub config: &'a Config,
+    /// Token embedding.
+    pub embedding: &'a Embedding,
+    /// Blocks, in order.
+    pub blocks: &'a [super::model::Block],
+    /// Norm after the last block.
+    pub final_norm: &'a Norm,
+    /// LM head.
+    pub lm_head: &'a Linear,
+    /// cos and sin tables `[positions, head_dim / 2]`, global then local.
+    pub ropes: [&'a (Tensor, Tensor); 2],
+}
+
+fn table(t: &(Tensor, Tensor)) -> Result<(Vec<f32>, Vec<f32>)> {
+    Ok((
+        t.0.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?,
+        t.1.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?,
+    ))
+}
+
+impl Plain {
+    /// The plain form of a model (weights are shared, not copied; norms, biases and rope
+    /// tables are read out as f32).
+    pub fn new(parts: PlainParts<'_>) -> Result<Self> {
+        let c = parts.config;
+        let mut blocks = Vec::with_capacity(parts.blocks.len());
+        for b in parts.blocks {
+            let qkv = match &b.qkv {
+                Qkv::Separate(q, k, v) => vec![Proj::new(q)?, Proj::new(k)?, Proj::new(v)?],
+                Qkv::Fused(all) => vec![Proj::new(all)?],
+            };
+            let gate_up = match &b.gate_up {
+                GateUp::Separate(g, u) => vec![Proj::new(g)?, Proj::new(u)?],
+                GateUp::Fused(both) => vec![Proj::new(both)?],
+            };
+            let qk_norm = match &b.qk_norm {
+                Some((qn, kn)) => Some((norm_weights(qn)?, norm_weights(kn)?)),
+                None => None,
+            };
+            blocks.push(PlainBlock {
+                attn_norm: norm_weights(&b.attn_norm)?,
+                qkv,
+                qk_norm,
+                o: Proj::new(&b.o)?,
+                post_attn_norm: b.post_attn_norm.as_ref().map(norm_weights).transpose()?,
+                ffn_norm: norm_weights(&b.ffn_norm)?,
+                gate_up,
+                down: Proj::new(&b.down)?,
+                post_ffn_norm: b.post_ffn_norm.as_ref().map(norm_weights).transpose()?,
+            });
+        }
+        let rope_global = table(parts.ropes[0])?;
+        let rope_local = table(parts.ropes[1])?;
+        let positions = parts.ropes[0].0.dim(0)?;
+        Ok(Plain {
+            config: c.clone(),
+            embedding: parts.embedding.clone(),
+            blocks,
+            final_norm: norm_weights(parts.final_norm)?,
+            lm_head: Proj::new(parts.lm_head)?,
+            rope_global,
+            rope_local,
+            positions,
+        })
+    }
+
+    /// The residual stream `[n * t, hidden]` after the last block, for either one
+    /// sequence of `t` new tokens or `n` sequences of one (checked by the caller);
+    /// `starts[i]` is sequence i's cached length, and each `kv` grows by its new tokens.
+    pub fn blocks_forward(
+        &self,
+        tokens: &[Vec<u32>],
+        kv: &mut [&mut PlainKv],
+        starts: &[usize],
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let n = tokens.len();
+        let t = tokens[0].len();
+        if starts.iter().any(|&s| s + t > self.positions) {
+            candle_core::bail!("a position beyond the rope tables ({})", self.positions);
+        }
+        let rows = n * t;
+        let hidden = c.hidden;
+        let mut x = self.embed(tokens)?;
+        let (qw, kw) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let eps = c.rms_eps as f32;
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let windowed = c.layer_uses_window[layer];
+            let h = rms_norm_rows(&x, &block.attn_norm, hidden, eps);
+            let (mut q, mut k, v) = if block.qkv.len() == 1 {
+                let all = block.qkv[0].forward(&h, rows, hidden)?;
+                split_columns(&all, rows, &[qw, kw, kw])
+            } else {
+                (
+                    block.qkv[0].forward(&h, rows, hidden)?,
+                    block.qkv[1].forward(&h, rows, hidden)?,
+                    block.qkv[2].forward(&h, rows, hidden)?,
+                )
+            };
+            if let Some((qn, kn)) = &block.qk_norm {
+                q = rms_norm_rows(&q, qn, c.head_dim, eps);
+                k = rms_norm_rows(&k, kn, c.head_dim, eps);
+            }
+            let rope = if windowed {
+                &self.rope_local
+            } else {
+                &self.rope_global
+            };
+            for r in 0..rows {
+                let pos = starts[r / t] + r % t;
+                self.rotate(&mut q[r * qw..(r + 1) * qw], rope, pos);
+                self.rotate(&mut k[r * kw..(r + 1) * kw], rope, pos);
+            }
+            for (i, cache) in kv.iter_mut().enumerate() {
+                cache.k[layer].extend_from_slice(&k[i * t * kw..(i + 1) * t * kw]);
+                cache.v[layer].extend_from_slice(&v[i * t * kw..(i + 1) * t * kw]);
+            }
+            let window = if windowed { c.sliding_window } else { None };
+            let att = if t == 1 {
+                self.attend_steps(&q, kv, layer, starts, window)
+            } else {
+                self.attend_prompt(&q, kv[0], layer, starts[0], t, window)?
+            };
+            let h = block.o.forward(&att, rows, qw)?;
+            let h = match &block.post_attn_norm {
+                Some(w) => rms_norm_rows(&h, w, hidden, eps),
+                None => h,
+            };
+            add_into(&mut x, &h);
+            let h = rms_norm_rows(&x, &block.ffn_norm, hidden, eps);
+            let (gate, up) = if block.gate_up.len() == 1 {
+                let both = block.gate_up[0].forward(&h, rows, hidden)?;
+                let ffn = both.len() / rows / 2;
+                let (g, u, _) = split_columns(&both, rows, &[ffn, ffn, 0]);
+                (g, u)
+            } else {
+                (
+                    block.gate_up[0].forward(&h, rows, hidden)?,
+                    block.gate_up[1].forward(&h, rows, hidden)?,
+                )
+            };
+            let ffn = gate.len() / rows;
+            let mut act = gate;
+            match c.activation {
+                Activation::Silu => {
+                    for (g, u) in act.iter_mut().zip(&up) {
+                        *g = *g / (1.0 + (-*g).exp()) * u;
+                    }
+                }
+                Activation::GeluTanh => {
+                    for (g, u) in act.iter_mut().zip(&up) {
+                        *g = gelu_tanh(*g) * u;
+                    }
+                }
+            }
+            let h = block.down.forward(&act, rows, ffn)?;
+            let h = match &block.post_ffn_norm {
+                Some(w) => rms_norm_rows(&h, w, hidden, eps),
+                None => h,
+            };
+            add_into(&mut x, &h);
+        }
+        Ok(x)
+    }
+
+    /// Logits `[rows, vocab]` of residual rows (final norm, LM head, soft-cap).
+    pub fn head(&self, x: &[f32], rows: usize) -> Result<Tensor> {
+        let c = &self.config;
+        let h = rms_norm_rows(x, &self.final_norm, c.hidden, c.rms_eps as f32);
+        let mut logits = self.lm_head.forward(&h, rows, c.hidden)?;
+        if let Some(cap) = c.final_logit_softcap {
+            for l in &mut logits {
+                *l = (*l / cap).tanh() * cap;
+            }
+        }
+        Tensor::from_vec(logits, (rows, c.vocab), &Device::Cpu)
+    }
+
+    fn embed(&self, tokens: &[Vec<u32>]) -> Result<Vec<f32>> {
+        let flat: Vec<u32> = tokens.iter().flatten().copied().collect();
+        let n = flat.len();
+        let ids = Tensor::from_vec(flat, n, &Device::Cpu)?;
+        let x = match &self.embedding {
+            Embedding::Quantized(q) => q.embedding(&ids)?,
+            Embedding::Dense(w) => w.index_select(&ids, 0)?,
+        };
+        let mut x = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        if let Some(s) = self.config.embed_scale {
+            for v in &mut x {
+                *v *= s;
+            }
+        }
+        Ok(x)
+    }
+
+    /// Rotary embedding of one row of heads at position `pos`, in place.
+    fn rotate(&self, row: &mut [f32], table: &(Vec<f32>, Vec<f32>), pos: usize) {
+        let d = self.config.head_dim;
+        let half = d / 2;
+        let cos = &table.0[pos * half..(pos + 1) * half];
+        let sin = &table.1[pos * half..(pos + 1) * half];
+        for head in row.chunks_exact_mut(d) {
+            match self.config.rope_style {
+                RopeStyle::Interleaved => {
+                    for i in 0..half {
+                        let (a, b) = (head[2 * i], head[2 * i + 1]);
+                        head[2 * i] = a * cos[i] - b * sin[i];
+                        head[2 * i + 1] = a * sin[i] + b * cos[i];
+                    }
+                }
+                RopeStyle::Halves => {
+                    for i in 0..half {
+                        let (a, b) = (head[i], head[i + half]);
+                        head[i] = a * cos[i] - b * sin[i];
+                        head[i + half] = a * sin[i] + b * cos[i];
+                    }
+                }
+            }
+        }
+    }
+
+    /// Attention of one new token per sequence over its cache (which already holds the
+    /// token): `[n, heads * head_dim]`. The (sequence, head) pairs are spread over the
+    /// thread pool.
+    fn attend_steps(
+        &self,
+        q: &[f32],
+        kv: &[&mut PlainKv],
+        layer: usize,
+        starts: &[usize],
+        window: Option<usize>,
+    ) -> Vec<f32> {
+        let c = &self.config;
+        let (d, heads) = (c.head_dim, c.heads);
+        let (qw, kw) = (heads * d, c.kv_heads * d);
+        let rep = heads / c.kv_heads;
+        let scale = c.attn_scale;
+        let mut out = vec![0f32; kv.len() * qw];
+        let out_ptr = out.as_mut_ptr() as usize;
+        let simd = dot::has_avx2();
+        candle_core::utils::barrier_pool().execute_chunked(kv.len() * heads, |range| {
+            let mut scores = Vec::new();
+            for item in range {
+                let (i, h) = (item / heads, item % heads);
+                let total = starts[i] + 1;
+                let first = match window {
+                    Some(w) if total > w => total - w,
+                    _ => 0,
+                };
+                let qh = &q[i * qw + h * d..i * qw + (h + 1) * d];
+                let (keys, values) = (&kv[i].k[layer], &kv[i].v[layer]);
+                let off = (h / rep) * d;
+                scores.clear();
+                let mut max = f32::NEG_INFINITY;
+                for p in first..total {
+                    let s = dot::dot(qh, &keys[p * kw + off..p * kw + off + d], simd) * scale;
+                    max = max.max(s);
+                    scores.push(s);
+                }
+                let mut sum = 0f32;
+                for s in &mut scores {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                // SAFETY: `execute_chunked` hands out disjoint items, and item (i, h)
+                // writes only its own head_dim values of `out`, which outlives the call.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut((out_ptr as *mut f32).add(i * qw + h * d), d)
+                };
+                for (j, &s) in scores.iter().enumerate() {
+                    let p = first + j;
+                    dot::axpy(dst, s / sum, &values[p * kw + off..p * kw + off + d], simd);
+                }
+            }
+        });
+        out
+    }
+
+    /// Causal attention of `t` new tokens of one sequence (its cache holds them, after
+    /// `start` earlier ones) as candle matrix products: `[t, heads * head_dim]`.
+    fn attend_prompt(
+        &self,
+        q: &[f32],
+        kv: &PlainKv,
+        layer: usize,
+        start: usize,
+        t: usize,
+        window: Option<usize>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let (d, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
+        let rep = heads / kvh;
+        let total = start + t;
+        let dev = Device::Cpu;
+        // [t, heads, d] -> [kv_heads, rep * t, d]: the query heads sharing a key head
+        // become rows of one product.
+        let q = Tensor::from_slice(q, (t, heads, d), &dev)?
+            .transpose(0, 1)?
+            .contiguous()?
+            .reshape((kvh, rep * t, d))?;
+        let k = Tensor::from_slice(&kv.k[layer][..total * kvh * d], (total, kvh, d), &dev)?
+            .transpose(0, 1)?
+            .contiguous()?;
+        let v = Tensor::from_slice(&kv.v[layer][..total * kvh * d], (total, kvh, d), &dev)?
+            .transpose(0, 1)?
+            .contiguous()?;
+        let scores = (q.matmul(&k.t()?)? * f64::from(c.attn_scale))?;
+        let mask = Tensor::from_vec(prompt_mask(t, start, total, window), (t, total), &dev)?;
+        let scores = scores
+            .reshape((kvh, rep, t, total))?
+            .broadcast_add(&mask)?
+            .reshape((kvh, rep * t, total))?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        probs
+            .matmul(&v)?
+            .reshape((heads, t, d))?
+            .transpose(0, 1)?
+            .flatten_all()?
+            .to_vec1::<f32>()
+    }
+}
+
+/// Additive mask `[t, keys]` of `t` queries from position `start` over keys
+/// `0..keys`: causal, and within the window.
+pub fn prompt_mask(t: usize, start: usize, keys: usize, window: Option<usize>) -> Vec<f32> {
+    let mut m = vec![0f32; t * keys];
+    for i in 0..t {
+        let pos = start + i;
+        for key in 0..keys {
+            let visible = key <= pos && window.is_none_or(|w| pos - key < w);
+            if !visible {
+                m[i * keys + key] = f32::NEG_INFINITY;
+            }
+        }
+    }
+    m
+}
+
+/// RMSNorm of each `width`-long row of `x` with weight `w`.
+fn rms_norm_rows(x: &[f32], w: &[f32], width: usize, eps: f32) -> Vec<f32> {
+    let mut y = vec![0f32; x.len()];
+    for (src, dst) in x.chunks_exact(width).zip(y.chunks_exact_mut(width)) {
+        // llama.cpp's order of operations (sum of squares in f64, then the reciprocal).
+        let sum: f64 = src.iter().map(|&v| f64::from(v * v)).sum();
+        let scale = 1.0 / ((sum / width as f64) as f32 + eps).sqrt();
+        for ((o, &v), &g) in dst.iter_mut().zip(src).zip(w) {
+            *o = v * scale * g;
+        }
+    }
+    y
+}
+
+fn add_into(x: &mut [f32], h: &[f32]) {
+    for (a, b) in x.iter_mut().zip(h) {
+        *a += b;
+    }
+}
+
+/// GELU with the tanh approximation, as candle computes it.
+fn gelu_tanh(v: f32) -> f32 {
+    0.5 * v * (1.0 + (0.797_884_6 * v * (1.0 + 0.044_715 * v * v)).tanh())
+}
+
+/// Splits each of `rows` rows of `all` into consecutive column groups of the given
+/// widths (the third may be 0).
+fn split_columns(all: &[f32], rows: usize, widths: &[usize; 3]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let total: usize = widths.iter().sum();
+    let mut parts: [Vec<f32>; 3] = Default::default();
+    for r in 0..rows {
+        let row = &all[r * total..(r + 1) * total];
+        let mut at = 0;
+        for (p, &w) in parts.iter_mut().zip(widths) {
+            p.extend_from_slice(&row[at..at + w]);
+            at += w;
+        }
+    }
+    let [a, b, c] = parts;
+    (a, b, c)
+}
+
+/// f32 dot products and `y += a x`, AVX2 where the CPU has it.
+mod dot {
+    pub fn has_avx2() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    pub fn dot(a: &[f32], b: &[f32], simd: bool) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if simd && a.len().is_multiple_of(8) {
+            // SAFETY: AVX2 and FMA were detected at run time; lengths are checked inside.
+            return unsafe { avx2::dot(a, b) };
+        }
+        let _ = simd;
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    pub fn axpy(y: &mut [f32], a: f32, x: &[f32], simd: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if simd && y.len().is_multiple_of(8) {
+            // SAFETY: as above.
+            unsafe { avx2::axpy(y, a, x) };
+            return;
+        }
+        let _ = simd;
+        for (o, v) in y.iter_mut().zip(x) {
+            *o += a * v;
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod avx2 {
+        use std::arch::x86_64::*;
+
+        #[target_feature(enable = "avx2,fma")]
+        pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+            assert_eq!(a.len(), b.len());
+            let mut acc = _mm256_setzero_ps();
+            for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+                // SAFETY: each chunk holds 8 floats.
+                let (xv, yv) =
+                    unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
+                acc = _mm256_fmadd_ps(xv, yv, acc);
+            }
+            let hi = _mm256_extractf128_ps(acc, 1);
+            let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+            _mm_cvtss_f32(s)
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        pub unsafe fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+            assert_eq!(y.len(), x.len());
+            let av = _mm256_set1_ps(a);
+            for (o, v) in y.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
+                // SAFETY: each chunk holds 8 floats.
+                unsafe {
+                    let r = _mm256_fmadd_ps(
+                        av,
+                        _mm256_loadu_ps(v.as_ptr()),
+                        _mm256_loadu_ps(o.as_ptr()),
+                    );
+                    _mm256_storeu_ps(o.as_mut_ptr(), r);
+                }
+            }
+        }
+    }
+}
