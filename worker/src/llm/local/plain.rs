@@ -6,7 +6,8 @@
 //! copies, which cost as much as the matrix products themselves. Here a step is the
 //! products ([`super::qmatmul`], or candle's kernel for other weight types) and a few
 //! loops over each row; attention over the cache is plain dot products (AVX2 when the
-//! CPU has it), a prompt's attention one candle matrix product per layer.
+//! CPU has it) for every (query row, head) pair on the thread pool, a prompt's rows
+//! reading only the keys up to their own position.
 //!
 //! The arithmetic is the tensor path's, operation for operation, and the tests hold the
 //! two to the same references (`worker/tests/llm_tiny.rs` runs both).
@@ -236,11 +237,10 @@ impl Plain {
                 cache.v[layer].extend_from_slice(&v[i * t * kw..(i + 1) * t * kw]);
             }
             let window = if windowed { c.sliding_window } else { None };
-            let att = if t == 1 {
-                self.attend_steps(&q, kv, layer, starts, window)
-            } else {
-                self.attend_prompt(&q, kv[0], layer, starts[0], t, window)?
-            };
+            // Query row r: sequence r / t at position starts[r / t] + r % t.
+            let queries: Vec<(usize, usize)> =
+                (0..rows).map(|r| (r / t, starts[r / t] + r % t)).collect();
+            let att = self.attend(&q, kv, &queries, layer, window);
             let h = block.o.forward(&att, rows, qw)?;
             let h = match &block.post_attn_norm {
                 Some(w) => rms_norm_rows(&h, w, hidden, eps),
@@ -339,15 +339,16 @@ impl Plain {
         }
     }
 
-    /// Attention of one new token per sequence over its cache (which already holds the
-    /// token): `[n, heads * head_dim]`. The (sequence, head) pairs are spread over the
-    /// thread pool.
-    fn attend_steps(
+    /// Attention of each query row over its sequence's cache (which already holds the
+    /// new tokens), causal and within the window: `[rows, heads * head_dim]`. Query row r
+    /// is `(sequence, position)` = `queries[r]`. The (row, head) pairs are spread over the
+    /// thread pool; a prompt's rows see only the keys up to their own position.
+    fn attend(
         &self,
         q: &[f32],
         kv: &[&mut PlainKv],
+        queries: &[(usize, usize)],
         layer: usize,
-        starts: &[usize],
         window: Option<usize>,
     ) -> Vec<f32> {
         let c = &self.config;
@@ -355,20 +356,21 @@ impl Plain {
         let (qw, kw) = (heads * d, c.kv_heads * d);
         let rep = heads / c.kv_heads;
         let scale = c.attn_scale;
-        let mut out = vec![0f32; kv.len() * qw];
+        let mut out = vec![0f32; queries.len() * qw];
         let out_ptr = out.as_mut_ptr() as usize;
         let simd = dot::has_avx2();
-        candle_core::utils::barrier_pool().execute_chunked(kv.len() * heads, |range| {
+        candle_core::utils::barrier_pool().execute_chunked(queries.len() * heads, |range| {
             let mut scores = Vec::new();
             for item in range {
-                let (i, h) = (item / heads, item % heads);
-                let total = starts[i] + 1;
+                let (r, h) = (item / heads, item % heads);
+                let (seq, pos) = queries[r];
+                let total = pos + 1;
                 let first = match window {
                     Some(w) if total > w => total - w,
                     _ => 0,
                 };
-                let qh = &q[i * qw + h * d..i * qw + (h + 1) * d];
-                let (keys, values) = (&kv[i].k[layer], &kv[i].v[layer]);
+                let qh = &q[r * qw + h * d..r * qw + (h + 1) * d];
+                let (keys, values) = (&kv[seq].k[layer], &kv[seq].v[layer]);
                 let off = (h / rep) * d;
                 scores.clear();
                 let mut max = f32::NEG_INFINITY;
@@ -382,10 +384,10 @@ impl Plain {
                     *s = (*s - max).exp();
                     sum += *s;
                 }
-                // SAFETY: `execute_chunked` hands out disjoint items, and item (i, h)
+                // SAFETY: `execute_chunked` hands out disjoint items, and item (r, h)
                 // writes only its own head_dim values of `out`, which outlives the call.
                 let dst = unsafe {
-                    std::slice::from_raw_parts_mut((out_ptr as *mut f32).add(i * qw + h * d), d)
+                    std::slice::from_raw_parts_mut((out_ptr as *mut f32).add(r * qw + h * d), d)
                 };
                 for (j, &s) in scores.iter().enumerate() {
                     let p = first + j;
@@ -394,49 +396,6 @@ impl Plain {
             }
         });
         out
-    }
-
-    /// Causal attention of `t` new tokens of one sequence (its cache holds them, after
-    /// `start` earlier ones) as candle matrix products: `[t, heads * head_dim]`.
-    fn attend_prompt(
-        &self,
-        q: &[f32],
-        kv: &PlainKv,
-        layer: usize,
-        start: usize,
-        t: usize,
-        window: Option<usize>,
-    ) -> Result<Vec<f32>> {
-        let c = &self.config;
-        let (d, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
-        let rep = heads / kvh;
-        let total = start + t;
-        let dev = Device::Cpu;
-        // [t, heads, d] -> [kv_heads, rep * t, d]: the query heads sharing a key head
-        // become rows of one product.
-        let q = Tensor::from_slice(q, (t, heads, d), &dev)?
-            .transpose(0, 1)?
-            .contiguous()?
-            .reshape((kvh, rep * t, d))?;
-        let k = Tensor::from_slice(&kv.k[layer][..total * kvh * d], (total, kvh, d), &dev)?
-            .transpose(0, 1)?
-            .contiguous()?;
-        let v = Tensor::from_slice(&kv.v[layer][..total * kvh * d], (total, kvh, d), &dev)?
-            .transpose(0, 1)?
-            .contiguous()?;
-        let scores = (q.matmul(&k.t()?)? * f64::from(c.attn_scale))?;
-        let mask = Tensor::from_vec(prompt_mask(t, start, total, window), (t, total), &dev)?;
-        let scores = scores
-            .reshape((kvh, rep, t, total))?
-            .broadcast_add(&mask)?
-            .reshape((kvh, rep * t, total))?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        probs
-            .matmul(&v)?
-            .reshape((heads, t, d))?
-            .transpose(0, 1)?
-            .flatten_all()?
-            .to_vec1::<f32>()
     }
 }
 
