@@ -11,13 +11,8 @@ mod support;
 use std::time::{Duration, Instant};
 use support::{workspace, Cluster};
 
-/// The README demo without its LLM (examples/baselines.toml): the engine's behaviour,
-/// in seconds per run.
 fn demo() -> String {
-    workspace()
-        .join("examples/baselines.toml")
-        .display()
-        .to_string()
+    workspace().join("examples/demo.toml").display().to_string()
 }
 
 #[test]
@@ -44,7 +39,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         .args([
             "sweep",
             "status",
-            "baselines",
+            "demo",
             "--watch",
             "--json",
             "--interval",
@@ -54,7 +49,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starting sweep status --watch");
-    c.wait_settled("baselines", Duration::from_secs(120));
+    c.wait_settled("demo", Duration::from_secs(120));
     let watched = wait_for_output(watch, Duration::from_secs(60));
     assert!(
         watched.status.success(),
@@ -123,7 +118,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     );
     assert!(c.sql_i64("SELECT count(DISTINCT worker) FROM jobs") >= 2);
 
-    let status = c.ok(&["sweep", "status", "baselines"]);
+    let status = c.ok(&["sweep", "status", "demo"]);
     assert_eq!(
         status
             .lines()
@@ -141,8 +136,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     );
     assert_eq!(status.lines().last(), Some("complete"), "{status}");
     let json: serde_json::Value =
-        serde_json::from_str(&c.ok(&["sweep", "status", "baselines", "--json"]))
-            .expect("status --json");
+        serde_json::from_str(&c.ok(&["sweep", "status", "demo", "--json"])).expect("status --json");
     assert_eq!(json["complete"], serde_json::Value::Bool(true));
     assert_eq!(json["configs"].as_array().map(Vec::len), Some(8));
 
@@ -177,26 +171,26 @@ fn a_coordinator_crash_between_plan_and_publish_is_resumed_without_duplicates() 
     );
     c.spawn_worker(&[]);
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.done_jobs("baselines"), 0, "nothing was published");
+    assert_eq!(c.done_jobs("demo"), 0, "nothing was published");
 
     // Cancel and resume on the way: a cancelled run does nothing until resumed.
-    c.ok(&["sweep", "cancel", "baselines"]);
+    c.ok(&["sweep", "cancel", "demo"]);
     assert_eq!(
         c.sql_i64("SELECT count(*) FROM jobs WHERE state = 'cancelled'"),
         48
     );
-    let resumed = c.run(&["sweep", "resume", "baselines"]);
+    let resumed = c.run(&["sweep", "resume", "demo"]);
     assert!(resumed.status.success());
     assert!(String::from_utf8_lossy(&resumed.stderr).contains("48 re-published"));
     c.spawn_worker(&[]);
-    c.wait_settled("baselines", Duration::from_secs(120));
+    c.wait_settled("demo", Duration::from_secs(120));
     assert_eq!(c.pg_rows(), expected);
     assert_eq!(
         c.sql_i64("SELECT sum(attempts) FROM jobs"),
         48,
         "no job ran twice"
     );
-    let again = c.run(&["sweep", "resume", "baselines"]);
+    let again = c.run(&["sweep", "resume", "demo"]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("0 re-published"));
     let missing = c.run(&["sweep", "status", "nosuchrun"]);
     assert!(!missing.status.success());
@@ -327,8 +321,8 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
     );
     // The worker lives on and runs a sweep.
     c.ok(&["sweep", "launch", &demo()]);
-    c.wait_settled("baselines", Duration::from_secs(120));
-    assert_eq!(c.done_jobs("baselines"), 48);
+    c.wait_settled("demo", Duration::from_secs(120));
+    assert_eq!(c.done_jobs("demo"), 48);
     assert!(
         c.workers[w].child.try_wait().unwrap().is_none(),
         "the worker crashed"
@@ -364,7 +358,7 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
         let out = c
             .credence()
             .env(var, url)
-            .args(["sweep", "status", "baselines"])
+            .args(["sweep", "status", "demo"])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -387,10 +381,10 @@ fn clean_commands_print_no_errors_on_exit() {
     };
     for args in [
         &["sweep", "launch", &demo(), "--plan-only"][..],
-        &["sweep", "status", "baselines"],
-        &["sweep", "status", "baselines", "--json"],
-        &["sweep", "resume", "baselines"],
-        &["sweep", "cancel", "baselines"],
+        &["sweep", "status", "demo"],
+        &["sweep", "status", "demo", "--json"],
+        &["sweep", "resume", "demo"],
+        &["sweep", "cancel", "demo"],
         &["dlq", "list"],
     ] {
         let out = c.run(args);

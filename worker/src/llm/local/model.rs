@@ -500,7 +500,7 @@ impl Transformer {
         if let Some(plain) = self.plain() {
             let tokens = [tokens.to_vec()];
             let mut caches = [cache];
-            let starts = self.check(&tokens, &mut caches)?;
+            let starts = self.check(&tokens, &caches)?;
             let x = self.plain_forward(plain, &tokens, &mut caches, &starts)?;
             return plain.head(&x, tokens[0].len());
         }
