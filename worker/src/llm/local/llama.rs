@@ -124,18 +124,16 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
         }
     }
     let layers = cfg.usize("num_hidden_layers")?;
-    Ok(Config {
-        ..Config::standard(
-            ARCH,
-            cfg.usize("vocab_size")?,
-            hidden,
-            layers,
-            heads,
-            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
-            head_dim,
-            cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
-            rope,
-            cfg.usize_opt("max_position_embeddings")?.unwrap_or(4096),
-        )
-    })
+    Ok(Config::standard(
+        ARCH,
+        cfg.usize("vocab_size")?,
+        hidden,
+        layers,
+        heads,
+        cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+        head_dim,
+        cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
+        rope,
+        cfg.usize_opt("max_position_embeddings")?.unwrap_or(4096),
+    ))
 }

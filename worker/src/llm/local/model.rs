@@ -118,23 +118,39 @@ impl Weight {
         }
     }
 
+    /// `x W^T` for `m` rows of `k` values on the CPU, as plain buffers: credence's
+    /// kernels, or candle's through a tensor. Both forward paths multiply through here.
+    pub fn matmul_rows(&self, x: &[f32], m: usize, k: usize) -> Result<Vec<f32>> {
+        match self {
+            Weight::Cpu(q) => {
+                if k != q.cols() {
+                    candle_core::bail!("matmul: {k} inputs for a matrix of {} columns", q.cols());
+                }
+                Ok(q.matmul(x, m))
+            }
+            Weight::Candle(w) => {
+                let t = Tensor::from_slice(x, (m, k), &Device::Cpu)?;
+                w.forward(&t)?
+                    .to_dtype(DType::F32)?
+                    .flatten_all()?
+                    .to_vec1::<f32>()
+            }
+        }
+    }
+
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Candle(w) => w.forward(x),
             Weight::Cpu(q) => {
-                let dims = x.dims().to_vec();
+                let mut dims = x.dims().to_vec();
                 let k = *dims
                     .last()
                     .expect("a matrix product of a tensor with dimensions");
-                if k != q.cols() {
-                    candle_core::bail!("matmul: {k} inputs for a matrix of {} columns", q.cols());
-                }
                 let m = x.elem_count() / k;
                 let flat = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-                let y = q.matmul(&flat, m);
-                let mut out = dims;
-                *out.last_mut().expect("dims") = q.rows();
-                Tensor::from_vec(y, out, x.device())
+                let y = self.matmul_rows(&flat, m, k)?;
+                *dims.last_mut().expect("dims") = q.rows();
+                Tensor::from_vec(y, dims, x.device())
             }
         }
     }

@@ -13,7 +13,7 @@
 //! two to the same references (`worker/tests/llm_tiny.rs` runs both).
 
 use super::model::{Activation, Config, Embedding, GateUp, Linear, Norm, Qkv, RopeStyle, Weight};
-use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 
 /// One sequence's keys and values of every layer: `[position][kv_heads * head_dim]`.
 #[derive(Debug, Default)]
@@ -54,21 +54,7 @@ impl Proj {
 
     /// `x W^T + b` for `m` rows of `k` values.
     fn forward(&self, x: &[f32], m: usize, k: usize) -> Result<Vec<f32>> {
-        let mut y = match &self.weight {
-            Weight::Cpu(q) => {
-                if q.cols() != k {
-                    candle_core::bail!("matmul: {k} inputs for a matrix of {} columns", q.cols());
-                }
-                q.matmul(x, m)
-            }
-            Weight::Candle(w) => {
-                let t = Tensor::from_slice(x, (m, k), &Device::Cpu)?;
-                w.forward(&t)?
-                    .to_dtype(DType::F32)?
-                    .flatten_all()?
-                    .to_vec1::<f32>()?
-            }
-        };
+        let mut y = self.weight.matmul_rows(x, m, k)?;
         if y.len() != m * self.out {
             candle_core::bail!("matmul: {} outputs, expected {m} x {}", y.len(), self.out);
         }
@@ -205,6 +191,9 @@ impl Plain {
         let mut x = self.embed(tokens)?;
         let (qw, kw) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
         let eps = c.rms_eps as f32;
+        // Query row r: sequence r / t at position starts[r / t] + r % t.
+        let queries: Vec<(usize, usize)> =
+            (0..rows).map(|r| (r / t, starts[r / t] + r % t)).collect();
         for (layer, block) in self.blocks.iter().enumerate() {
             let windowed = c.layer_uses_window[layer];
             let h = rms_norm_rows(&x, &block.attn_norm, hidden, eps);
@@ -237,9 +226,6 @@ impl Plain {
                 cache.v[layer].extend_from_slice(&v[i * t * kw..(i + 1) * t * kw]);
             }
             let window = if windowed { c.sliding_window } else { None };
-            // Query row r: sequence r / t at position starts[r / t] + r % t.
-            let queries: Vec<(usize, usize)> =
-                (0..rows).map(|r| (r / t, starts[r / t] + r % t)).collect();
             let att = self.attend(&q, kv, &queries, layer, window);
             let h = block.o.forward(&att, rows, qw)?;
             let h = match &block.post_attn_norm {
@@ -358,7 +344,7 @@ impl Plain {
         let scale = c.attn_scale;
         let mut out = vec![0f32; queries.len() * qw];
         let out_ptr = out.as_mut_ptr() as usize;
-        let simd = dot::has_avx2();
+        let simd = super::qmatmul::has_avx2();
         candle_core::utils::barrier_pool().execute_chunked(queries.len() * heads, |range| {
             let mut scores = Vec::new();
             for item in range {
@@ -459,18 +445,6 @@ fn split_columns(all: &[f32], rows: usize, widths: &[usize; 3]) -> (Vec<f32>, Ve
 
 /// f32 dot products and `y += a x`, AVX2 where the CPU has it.
 mod dot {
-    pub fn has_avx2() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    }
-
     pub fn dot(a: &[f32], b: &[f32], simd: bool) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if simd && a.len().is_multiple_of(8) {

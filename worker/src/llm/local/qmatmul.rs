@@ -200,7 +200,8 @@ fn quantize_block(x: &[f32]) -> ActBlock {
     }
 }
 
-fn has_avx2() -> bool {
+/// Whether the CPU has AVX2, FMA and F16C (checked once per process by std).
+pub fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2")

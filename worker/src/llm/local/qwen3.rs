@@ -26,20 +26,18 @@ pub fn from_gguf(meta: &Meta, _source: &mut Source, vocab: usize) -> Result<Conf
         .usize_opt("attention.key_length")?
         .unwrap_or(hidden / heads);
     let layers = meta.usize("block_count")?;
-    Ok(Config {
-        ..Config::standard(
-            ARCH,
-            vocab,
-            hidden,
-            layers,
-            heads,
-            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
-            head_dim,
-            f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
-            Rope::plain(meta.f32_opt("rope.freq_base")?.unwrap_or(1_000_000.0)),
-            meta.usize_opt("context_length")?.unwrap_or(40_960),
-        )
-    })
+    Ok(Config::standard(
+        ARCH,
+        vocab,
+        hidden,
+        layers,
+        heads,
+        meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+        head_dim,
+        f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
+        Rope::plain(meta.f32_opt("rope.freq_base")?.unwrap_or(1_000_000.0)),
+        meta.usize_opt("context_length")?.unwrap_or(40_960),
+    ))
 }
 
 /// The configuration from `config.json`.
@@ -48,18 +46,16 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
     let heads = cfg.usize("num_attention_heads")?;
     let head_dim = cfg.usize_opt("head_dim")?.unwrap_or(hidden / heads);
     let layers = cfg.usize("num_hidden_layers")?;
-    Ok(Config {
-        ..Config::standard(
-            ARCH,
-            cfg.usize("vocab_size")?,
-            hidden,
-            layers,
-            heads,
-            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
-            head_dim,
-            cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
-            Rope::plain(cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32),
-            cfg.usize_opt("max_position_embeddings")?.unwrap_or(40_960),
-        )
-    })
+    Ok(Config::standard(
+        ARCH,
+        cfg.usize("vocab_size")?,
+        hidden,
+        layers,
+        heads,
+        cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+        head_dim,
+        cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
+        Rope::plain(cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32),
+        cfg.usize_opt("max_position_embeddings")?.unwrap_or(40_960),
+    ))
 }
