@@ -8,12 +8,21 @@
 //! Decoding is greedy (the lowest id wins a tie), so an answer depends only on its
 //! prompt: the same prompt gives the same bytes alone or in any batch, in any process
 //! (tested in `worker/tests/llm_local.rs`).
+//!
+//! Prefix reuse: the keys and values of the last few prompts are kept after their
+//! prefill, and a new prompt that starts with the same tokens (a prompt template's
+//! instructions and examples, ~900 of a self-repair prompt's ~1,000 tokens) copies them
+//! and runs only the rest. A position's keys and values depend only on the tokens up to
+//! it, and on the CPU every row of a product is computed alone, so the answer is the
+//! same bytes as without reuse (tested in `worker/tests/llm_device.rs` and
+//! `worker/tests/llm_local.rs`).
 
 use super::model::SeqCache;
 use super::weights::LoadError;
 use super::{LocalModel, LocalSettings};
 use crate::llm::{ChatMessage, GenerateError};
 use candle_core::Tensor;
+use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -50,6 +59,8 @@ pub struct Generation {
     pub ids: Vec<u32>,
     /// Tokens in the prompt.
     pub prompt_tokens: usize,
+    /// Of those, the leading ones whose keys and values came from an earlier prompt.
+    pub reused_tokens: usize,
     /// Seconds of the prompt's forward pass (which gives the first token).
     pub prefill_seconds: f64,
     /// Seconds from the first token to the last.
@@ -146,6 +157,7 @@ struct Slot {
     ids: Vec<u32>,
     last: u32,
     prompt_tokens: usize,
+    reused_tokens: usize,
     max_new: usize,
     ignore_eos: bool,
     prefill_seconds: f64,
@@ -179,6 +191,7 @@ impl Slot {
                 text,
                 ids: self.ids,
                 prompt_tokens: self.prompt_tokens,
+                reused_tokens: self.reused_tokens,
                 prefill_seconds: self.prefill_seconds,
                 decode_seconds: self.decode_started.elapsed().as_secs_f64(),
                 finish: self.finish.unwrap_or(Finish::Length),
@@ -207,8 +220,51 @@ fn argmax_rows(logits: &Tensor) -> candle_core::Result<Vec<u32>> {
         .collect())
 }
 
+/// How many prompts' keys and values are kept for prefix reuse: a sweep alternates
+/// between a few prompt templates (decomposition, self-repair).
+const KEPT_PROMPTS: usize = 4;
+
+/// The keys and values of the last [`KEPT_PROMPTS`] prompts, most recent first.
+struct Prefixes {
+    kept: VecDeque<(Vec<u32>, SeqCache)>,
+}
+
+impl Prefixes {
+    /// A cache to prefill `ids` into: a copy of the longest prefix that a kept prompt
+    /// shares with it (never the whole prompt: its last token must run to give logits),
+    /// or an empty one. Returns the cache and the positions it holds.
+    fn start(&mut self, ids: &[u32], layers: usize) -> candle_core::Result<(SeqCache, usize)> {
+        let shared = |kept: &[u32]| {
+            let n = kept.iter().zip(ids).take_while(|(a, b)| a == b).count();
+            n.min(ids.len() - 1)
+        };
+        let best = (0..self.kept.len())
+            .map(|i| (shared(&self.kept[i].0), i))
+            .max_by_key(|&(n, i)| (n, std::cmp::Reverse(i)));
+        match best {
+            Some((n, i)) if n > 0 => {
+                let entry = self.kept.remove(i).expect("an index of kept");
+                let cache = entry.1.prefix(n)?;
+                self.kept.push_front(entry);
+                Ok((cache, n))
+            }
+            _ => Ok((SeqCache::new(layers), 0)),
+        }
+    }
+
+    /// Keeps a prefilled prompt's keys and values.
+    fn keep(&mut self, ids: Vec<u32>, cache: &SeqCache) -> candle_core::Result<()> {
+        // A kept prompt that this one extends is superseded by it.
+        self.kept
+            .retain(|(kept, _)| !(kept.len() <= ids.len() && ids.starts_with(kept)));
+        self.kept.push_front((ids, cache.prefix(cache.len())?));
+        self.kept.truncate(KEPT_PROMPTS);
+        Ok(())
+    }
+}
+
 /// Renders, tokenizes and prefills a request; `None` when it is already answered.
-fn admit(model: &LocalModel, request: EngineRequest) -> Option<Slot> {
+fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) -> Option<Slot> {
     let started = Instant::now();
     let context = model.model.context_length();
     let ids = match model.prompt_ids(&request.messages) {
@@ -226,10 +282,11 @@ fn admit(model: &LocalModel, request: EngineRequest) -> Option<Slot> {
         return None;
     }
     let mut slot = Slot {
-        cache: SeqCache::new(model.model.config.layers),
+        cache: SeqCache::new(0),
         ids: Vec::new(),
         last: 0,
         prompt_tokens: ids.len(),
+        reused_tokens: 0,
         max_new: request.max_new_tokens,
         ignore_eos: request.ignore_eos,
         prefill_seconds: 0.0,
@@ -242,10 +299,17 @@ fn admit(model: &LocalModel, request: EngineRequest) -> Option<Slot> {
         slot.answer(model);
         return None;
     }
-    let logits = model
-        .model
-        .forward(&[ids], &mut [&mut slot.cache])
-        .and_then(|l| argmax_rows(&l));
+    let logits = prefixes
+        .start(&ids, model.model.config.layers)
+        .and_then(|(cache, reused)| {
+            slot.cache = cache;
+            slot.reused_tokens = reused;
+            model
+                .model
+                .forward(&[ids[reused..].to_vec()], &mut [&mut slot.cache])
+        })
+        .and_then(|l| argmax_rows(&l))
+        .and_then(|next| prefixes.keep(ids, &slot.cache).map(|()| next));
     match logits {
         Ok(next) => {
             slot.prefill_seconds = started.elapsed().as_secs_f64();
@@ -268,6 +332,9 @@ fn admit(model: &LocalModel, request: EngineRequest) -> Option<Slot> {
 fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
     let context = model.model.context_length();
     let mut active: Vec<Slot> = Vec::new();
+    let mut prefixes = Prefixes {
+        kept: VecDeque::new(),
+    };
     loop {
         while active.len() < max_batch {
             let request = if active.is_empty() {
@@ -284,7 +351,7 @@ fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
             if request.reply.is_closed() {
                 continue;
             }
-            if let Some(slot) = admit(model, request) {
+            if let Some(slot) = admit(model, request, &mut prefixes) {
                 active.push(slot);
             }
         }

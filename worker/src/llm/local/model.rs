@@ -328,6 +328,31 @@ impl SeqCache {
         self.len == 0
     }
 
+    /// A new cache holding a copy of the first `len` positions of this one: the state
+    /// after a prompt's first `len` tokens, which a prompt starting with the same tokens
+    /// continues from (the engine's prefix reuse).
+    pub fn prefix(&self, len: usize) -> Result<SeqCache> {
+        if len > self.len {
+            candle_core::bail!("prefix of {len} positions from a cache of {}", self.len);
+        }
+        let cut = |slots: &[Option<Tensor>]| -> Result<Vec<Option<Tensor>>> {
+            slots
+                .iter()
+                .map(|slot| match slot {
+                    // A copy of its own: appends write into a cache's buffers in place.
+                    Some(t) if len > 0 => Ok(Some(t.narrow(2, 0, len)?.contiguous()?.copy()?)),
+                    _ => Ok(None),
+                })
+                .collect()
+        };
+        Ok(SeqCache {
+            k: cut(&self.k)?,
+            v: cut(&self.v)?,
+            plain: self.plain.prefix(len, self.len),
+            len,
+        })
+    }
+
     /// Appends `t` new keys and values `[1, kv_heads, t, head_dim]` of `layer` and returns
     /// the whole cached keys and values of that layer.
     fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {

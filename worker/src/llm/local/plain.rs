@@ -30,6 +30,24 @@ impl PlainKv {
             v: vec![Vec::new(); layers],
         }
     }
+
+    /// The first `len` of the `total` positions cached, in every layer (nothing when the
+    /// plain path is not the one in use).
+    pub(crate) fn prefix(&self, len: usize, total: usize) -> PlainKv {
+        let cut = |layers: &[Vec<f32>]| -> Vec<Vec<f32>> {
+            layers
+                .iter()
+                .map(|l| match l.len().checked_div(total) {
+                    Some(width) => l[..len * width].to_vec(),
+                    None => Vec::new(),
+                })
+                .collect()
+        };
+        PlainKv {
+            k: cut(&self.k),
+            v: cut(&self.v),
+        }
+    }
 }
 
 /// A projection's weight and bias, read out of the tensor model.
