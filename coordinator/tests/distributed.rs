@@ -11,8 +11,11 @@ mod support;
 use std::time::{Duration, Instant};
 use support::{workspace, Cluster};
 
-fn demo() -> String {
-    workspace().join("examples/demo.toml").display().to_string()
+fn baselines() -> String {
+    workspace()
+        .join("examples/baselines.toml")
+        .display()
+        .to_string()
 }
 
 #[test]
@@ -20,11 +23,11 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     let Some(mut c) = Cluster::new("parity", false) else {
         return;
     };
-    let expected = c.embedded_rows(std::path::Path::new(&demo()));
+    let expected = c.embedded_rows(std::path::Path::new(&baselines()));
     assert_eq!(expected.predictions.len(), 42 * 2 * 4);
     // Every prediction has its metrics (n_claims and Jaccard P/R/F1 at least).
     assert!(expected.metrics.len() >= 4 * expected.predictions.len());
-    let report = c.ok(&["sweep", "launch", &demo(), "--json"]);
+    let report = c.ok(&["sweep", "launch", &baselines(), "--json"]);
     let report: serde_json::Value = serde_json::from_str(&report).expect("launch --json");
     assert_eq!(
         (report["planned"].as_u64(), report["published"].as_u64()),
@@ -39,7 +42,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         .args([
             "sweep",
             "status",
-            "demo",
+            "baselines",
             "--watch",
             "--json",
             "--interval",
@@ -49,7 +52,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starting sweep status --watch");
-    c.wait_settled("demo", Duration::from_secs(120));
+    c.wait_settled("baselines", Duration::from_secs(120));
     let watched = wait_for_output(watch, Duration::from_secs(60));
     assert!(
         watched.status.success(),
@@ -83,7 +86,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
 
     // The bootstrap (means, intervals, paired comparisons) gives the same rows, bit for
     // bit, in both engines: per model 3 modes against base and all against repair, and
-    // the demo's one cross-model comparison, for every metric.
+    // the sweep's one cross-model comparison, for every metric.
     let stats = c.embedded_stats();
     let metrics = stats.aggregates.len() / 8;
     assert!(metrics >= 4, "{:?}", stats.aggregates);
@@ -118,7 +121,7 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     );
     assert!(c.sql_i64("SELECT count(DISTINCT worker) FROM jobs") >= 2);
 
-    let status = c.ok(&["sweep", "status", "demo"]);
+    let status = c.ok(&["sweep", "status", "baselines"]);
     assert_eq!(
         status
             .lines()
@@ -136,13 +139,14 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     );
     assert_eq!(status.lines().last(), Some("complete"), "{status}");
     let json: serde_json::Value =
-        serde_json::from_str(&c.ok(&["sweep", "status", "demo", "--json"])).expect("status --json");
+        serde_json::from_str(&c.ok(&["sweep", "status", "baselines", "--json"]))
+            .expect("status --json");
     assert_eq!(json["complete"], serde_json::Value::Bool(true));
     assert_eq!(json["configs"].as_array().map(Vec::len), Some(8));
 
     // Launching again publishes nothing: resume by difference.
     let again: serde_json::Value =
-        serde_json::from_str(&c.ok(&["sweep", "launch", &demo(), "--json"])).expect("json");
+        serde_json::from_str(&c.ok(&["sweep", "launch", &baselines(), "--json"])).expect("json");
     assert_eq!(
         (again["already_done"].as_u64(), again["published"].as_u64()),
         (Some(48), Some(0))
@@ -162,35 +166,35 @@ fn a_coordinator_crash_between_plan_and_publish_is_resumed_without_duplicates() 
     let Some(mut c) = Cluster::new("crash before publish", false) else {
         return;
     };
-    let expected = c.embedded_rows(std::path::Path::new(&demo()));
+    let expected = c.embedded_rows(std::path::Path::new(&baselines()));
     // --plan-only stops exactly where a crash after the plan's commit would.
-    c.ok(&["sweep", "launch", &demo(), "--plan-only"]);
+    c.ok(&["sweep", "launch", &baselines(), "--plan-only"]);
     assert_eq!(
         c.sql("SELECT string_agg(DISTINCT state, ',') FROM jobs"),
         "planned"
     );
     c.spawn_worker(&[]);
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.done_jobs("demo"), 0, "nothing was published");
+    assert_eq!(c.done_jobs("baselines"), 0, "nothing was published");
 
     // Cancel and resume on the way: a cancelled run does nothing until resumed.
-    c.ok(&["sweep", "cancel", "demo"]);
+    c.ok(&["sweep", "cancel", "baselines"]);
     assert_eq!(
         c.sql_i64("SELECT count(*) FROM jobs WHERE state = 'cancelled'"),
         48
     );
-    let resumed = c.run(&["sweep", "resume", "demo"]);
+    let resumed = c.run(&["sweep", "resume", "baselines"]);
     assert!(resumed.status.success());
     assert!(String::from_utf8_lossy(&resumed.stderr).contains("48 re-published"));
     c.spawn_worker(&[]);
-    c.wait_settled("demo", Duration::from_secs(120));
+    c.wait_settled("baselines", Duration::from_secs(120));
     assert_eq!(c.pg_rows(), expected);
     assert_eq!(
         c.sql_i64("SELECT sum(attempts) FROM jobs"),
         48,
         "no job ran twice"
     );
-    let again = c.run(&["sweep", "resume", "demo"]);
+    let again = c.run(&["sweep", "resume", "baselines"]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("0 re-published"));
     let missing = c.run(&["sweep", "status", "nosuchrun"]);
     assert!(!missing.status.success());
@@ -320,9 +324,9 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
         "{listed}"
     );
     // The worker lives on and runs a sweep.
-    c.ok(&["sweep", "launch", &demo()]);
-    c.wait_settled("demo", Duration::from_secs(120));
-    assert_eq!(c.done_jobs("demo"), 48);
+    c.ok(&["sweep", "launch", &baselines()]);
+    c.wait_settled("baselines", Duration::from_secs(120));
+    assert_eq!(c.done_jobs("baselines"), 48);
     assert!(
         c.workers[w].child.try_wait().unwrap().is_none(),
         "the worker crashed"
@@ -358,7 +362,7 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
         let out = c
             .credence()
             .env(var, url)
-            .args(["sweep", "status", "demo"])
+            .args(["sweep", "status", "baselines"])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -380,11 +384,11 @@ fn clean_commands_print_no_errors_on_exit() {
         return;
     };
     for args in [
-        &["sweep", "launch", &demo(), "--plan-only"][..],
-        &["sweep", "status", "demo"],
-        &["sweep", "status", "demo", "--json"],
-        &["sweep", "resume", "demo"],
-        &["sweep", "cancel", "demo"],
+        &["sweep", "launch", &baselines(), "--plan-only"][..],
+        &["sweep", "status", "baselines"],
+        &["sweep", "status", "baselines", "--json"],
+        &["sweep", "resume", "baselines"],
+        &["sweep", "cancel", "baselines"],
         &["dlq", "list"],
     ] {
         let out = c.run(args);

@@ -44,12 +44,12 @@ fn demo_sweep_fills_the_store_and_reruns_without_work() {
     let rows: usize = sql(&db, "select count(*) from example_metrics")
         .parse()
         .unwrap();
-    assert_eq!(rows, n_examples * 2 * 4);
+    assert_eq!(rows, n_examples * 3 * 4);
     let table = stdout(&first);
-    // 2 decomposers x 1 dataset x 4 modes, plus header and rule.
+    // 3 decomposers x 1 dataset x 4 modes, plus header and rule.
     assert_eq!(
         table.lines().filter(|l| l.contains(" sample ")).count(),
-        8,
+        12,
         "{table}"
     );
     assert!(
@@ -71,16 +71,39 @@ fn demo_sweep_fills_the_store_and_reruns_without_work() {
         rows.to_string()
     );
     // Each mode's rows name the pipeline behind them: the rule tier for `repair`, the
-    // gate and the rule tier for `all`, and nothing for `self_repair`, which needs an LLM
-    // the baselines do not have.
-    assert_eq!(
+    // gate and the rule tier for `all` (and SmolLM2's one self-repair call after it), the
+    // LLM tier for SmolLM2's `self_repair`, and nothing for the baselines' `self_repair`,
+    // which needs an LLM they do not have.
+    let versions = |model: &str| {
         sql(
             &db,
-            "select group_concat(mode || ':' || pipeline_version, ',') from \
-             (select distinct mode, pipeline_version from predictions order by mode)"
-        ),
+            &format!(
+                "select group_concat(mode || ':' || pipeline_version, ',') from \
+                 (select distinct mode, pipeline_version from predictions \
+                  where model = '{model}' order by mode)"
+            ),
+        )
+    };
+    assert_eq!(
+        versions("sentence-split"),
         "all:gate+rule-1,base:base,repair:rule-1,self_repair:none"
     );
+    let smollm2 = versions("smollm2-135m");
+    assert!(
+        smollm2.contains("self_repair:self-repair-v1")
+            && smollm2.contains("all:gate+rule-1+self-repair-v1")
+            && smollm2.contains("base:base"),
+        "{smollm2}"
+    );
+    // SmolLM2 was called: one base decomposition per example, and self-repair calls.
+    let calls: usize = sql(
+        &db,
+        "select coalesce(sum(llm_calls), 0) from predictions where model = 'smollm2-135m' \
+         and mode = 'self_repair'",
+    )
+    .parse()
+    .unwrap();
+    assert!(calls > 0, "SmolLM2 made no self-repair call");
     // The repair mode split some of the sentence splitter's compound claims, and says so.
     assert_ne!(
         sql(
@@ -161,7 +184,7 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
     assert_eq!(json["tables"]["main"][0]["columns"][2], "Semantic-F1");
     assert_eq!(
         json["tables"]["main"][0]["rows"].as_array().unwrap().len(),
-        8
+        12
     );
 
     let csv = report(db, &["--format", "csv", "--table", "gating"]);
@@ -393,21 +416,21 @@ fn invalid_inputs_fail_with_one_line_and_write_nothing() {
 #[test]
 fn the_timing_table_has_a_line_per_model_and_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let demo = std::fs::read_to_string(workspace().join("examples/demo.toml")).unwrap();
+    let demo = std::fs::read_to_string(workspace().join("examples/baselines.toml")).unwrap();
     let sample = workspace().join("examples/sample.jsonl");
     let sweep_text = demo
         .replace(
             "modes = [\"base\", \"repair\", \"self_repair\", \"all\"]",
             "modes = [\"base\", \"repair\"]",
         )
-        .replace("name = \"demo\"", "name = \"timed\"")
+        .replace("name = \"baselines\"", "name = \"timed\"")
         .replace(
             "path = \"sample.jsonl\"",
             &format!("path = {:?}", sample.display().to_string()),
         );
     assert!(
         sweep_text.contains("modes = [\"base\", \"repair\"]") && sweep_text.contains("timed"),
-        "examples/demo.toml changed shape"
+        "examples/baselines.toml changed shape"
     );
     let sweep = dir.path().join("timed.toml");
     std::fs::write(&sweep, sweep_text).unwrap();

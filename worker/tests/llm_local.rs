@@ -196,6 +196,28 @@ fn smollm2_renders_the_decomposition_prompt_with_its_template_and_stops_at_im_en
     let second = rt.block_on(backend.run(&messages, 512, false)).unwrap();
     assert_eq!(first.text, second.text, "greedy decoding is deterministic");
     assert_eq!(first.ids, second.ids);
+    // The second run reused the first's keys and values for all but the prompt's last
+    // token, and generated the same bytes.
+    assert_eq!(first.reused_tokens, 0);
+    assert_eq!(second.reused_tokens, prompt_ids.len() - 1);
+
+    // Another sentence reuses the shared instructions, and generates what it generates
+    // in an engine that never saw the first.
+    let other = prompt::messages(
+        PromptKind::Credence,
+        "Paris is the capital of France, and Berlin, which is larger, is the capital of Germany.",
+    );
+    let after = rt.block_on(backend.run(&other, 512, false)).unwrap();
+    let fresh = LocalBackend::load(&settings(&path)).unwrap();
+    let alone = rt.block_on(fresh.run(&other, 512, false)).unwrap();
+    assert_eq!(alone.reused_tokens, 0);
+    assert!(
+        after.reused_tokens > prompt_ids.len() / 2,
+        "reused {} of {}",
+        after.reused_tokens,
+        after.prompt_tokens
+    );
+    assert_eq!(after.ids, alone.ids, "{:?} vs {:?}", after.text, alone.text);
 }
 
 #[test]
