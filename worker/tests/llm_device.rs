@@ -8,7 +8,6 @@
 #[path = "support/tiny_llm.rs"]
 mod tiny;
 
-use credence_worker::llm::local::model::SeqCache;
 use credence_worker::llm::local::{Format, LocalBackend, LocalModel, LocalSettings};
 use credence_worker::llm::ChatMessage;
 use std::path::Path;
@@ -24,47 +23,6 @@ fn load_on_device(settings: &LocalSettings) -> LocalModel {
         model.model.set_tensor_path(true);
     }
     model
-}
-
-/// Last-position logits of `prompt` fed whole, and fed token by token in a batch beside
-/// another sequence.
-fn logits(model: &LocalModel, prompt: &[u32]) -> (Vec<f32>, Vec<f32>) {
-    let layers = model.model.config.layers;
-    let mut cache = SeqCache::new(layers);
-    let whole = model
-        .model
-        .forward(&[prompt.to_vec()], &mut [&mut cache])
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
-    let (mut a, mut b) = (SeqCache::new(layers), SeqCache::new(layers));
-    model
-        .model
-        .forward(&[vec![prompt[0]]], &mut [&mut a])
-        .unwrap();
-    model
-        .model
-        .forward(&[vec![7, 8, 9]], &mut [&mut b])
-        .unwrap();
-    let mut step = Vec::new();
-    for (i, &tok) in prompt.iter().enumerate().skip(1) {
-        let out = model
-            .model
-            .forward(&[vec![tok], vec![10 + i as u32]], &mut [&mut a, &mut b])
-            .unwrap();
-        step = out.get(0).unwrap().to_vec1::<f32>().unwrap();
-    }
-    (whole, step)
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 fn max_abs(a: &[f32]) -> f32 {

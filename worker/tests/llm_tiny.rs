@@ -79,14 +79,6 @@ fn reference_logits(dir: &Path, arch: Arch, ids: &[u32], one_by_one: bool) -> Ve
         .unwrap()
 }
 
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
 /// Both forward paths of a CPU f32 model: the plain buffers (the default) and candle
 /// tensors (the path CUDA runs).
 const PATHS: [(bool, &str); 2] = [(false, "plain"), (true, "tensor")];
@@ -105,43 +97,19 @@ fn check_path(dir: &Path, arch: Arch, model: &LocalModel, path: &str) {
     assert_eq!(model.model.config.layers, LAYERS);
     let prompt: Vec<u32> = vec![5, 9, 17, 3, 40, 22, 8, 61, 13, 7];
 
-    // The whole prompt at once.
-    let mut cache = SeqCache::new(LAYERS);
-    let ours = model
-        .model
-        .forward(std::slice::from_ref(&prompt), &mut [&mut cache])
-        .unwrap();
-    let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    // The whole prompt at once, and token by token through the cache batched with a
+    // sequence of another length.
+    let (whole, step) = logits(model, &prompt);
     let theirs = reference_logits(dir, arch, &prompt, false);
-    let d = max_diff(&ours, &theirs);
+    let d = max_diff(&whole, &theirs);
     assert!(d < 1e-4, "{arch:?} {path}: prefill logits differ by {d}");
-
-    // Token by token through the cache, batched with a sequence of another length.
-    let mut a = SeqCache::new(LAYERS);
-    let mut b = SeqCache::new(LAYERS);
-    model
-        .model
-        .forward(&[vec![prompt[0]]], &mut [&mut a])
-        .unwrap();
-    model
-        .model
-        .forward(&[vec![30, 31, 32]], &mut [&mut b])
-        .unwrap();
-    let mut logits = Vec::new();
-    for (i, &tok) in prompt.iter().enumerate().skip(1) {
-        let step = model
-            .model
-            .forward(&[vec![tok], vec![33 + i as u32]], &mut [&mut a, &mut b])
-            .unwrap();
-        logits = step.get(0).unwrap().to_vec1::<f32>().unwrap();
-    }
     let theirs_step = reference_logits(dir, arch, &prompt, true);
-    let d = max_diff(&logits, &theirs_step);
+    let d = max_diff(&step, &theirs_step);
     assert!(
         d < 1e-4,
         "{arch:?} {path}: batched decode logits differ by {d}"
     );
-    let d = max_diff(&logits, &theirs);
+    let d = max_diff(&step, &theirs);
     assert!(
         d < 1e-4,
         "{arch:?} {path}: decode and prefill differ by {d}"

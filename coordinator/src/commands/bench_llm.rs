@@ -91,6 +91,9 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         })?;
         let wall = started.elapsed().as_secs_f64();
         let prompt_tokens: usize = results.iter().map(|g| g.prompt_tokens).sum();
+        // Prefill speed counts the tokens run, not those whose keys and values an earlier
+        // prompt's prefix gave (the prompts share their chat template's system turn).
+        let reused: usize = results.iter().map(|g| g.reused_tokens).sum();
         let generated: usize = results.iter().map(|g| g.ids.len()).sum();
         let prefill_s: f64 = results.iter().map(|g| g.prefill_seconds).sum();
         let decode_tokens: usize = results.iter().map(|g| g.ids.len().saturating_sub(1)).sum();
@@ -103,13 +106,14 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
             "in_flight": in_flight,
             "prompts": results.len(),
             "prompt_tokens": prompt_tokens,
+            "reused_prompt_tokens": reused,
             "generated_tokens": generated,
             "aggregate_tok_s": generated as f64 / wall,
             "wall_s": wall,
             "load_s": load_seconds,
         });
         if in_flight == 1 {
-            line["prefill_tok_s"] = (prompt_tokens as f64 / prefill_s).into();
+            line["prefill_tok_s"] = ((prompt_tokens - reused) as f64 / prefill_s).into();
             line["decode_tok_s"] = (decode_tokens as f64 / decode_s).into();
         }
         println!("{line}");

@@ -345,8 +345,12 @@ impl Plain {
 
     /// Attention of each query row over its sequence's cache (which already holds the
     /// new tokens), causal and within the window: `[rows, heads * head_dim]`. Query row r
-    /// is `(sequence, position)` = `queries[r]`. The (row, head) pairs are spread over the
-    /// thread pool; a prompt's rows see only the keys up to their own position.
+    /// is `(sequence, position)` = `queries[r]`. The (row, key-value head) pairs are
+    /// spread over the thread pool, and each reads its keys and values once for all the
+    /// query heads that share them (grouped-query attention: 3 in SmolLM2), which was
+    /// most of the time of a batched decode step; a prompt's rows see only the keys up
+    /// to their own position. Each query head's arithmetic is the same, in the same
+    /// order, as one head at a time.
     fn attend(
         &self,
         q: &[f32],
@@ -356,46 +360,63 @@ impl Plain {
         window: Option<usize>,
     ) -> Vec<f32> {
         let c = &self.config;
-        let (d, heads) = (c.head_dim, c.heads);
-        let (qw, kw) = (heads * d, c.kv_heads * d);
-        let rep = heads / c.kv_heads;
+        let (d, heads, groups) = (c.head_dim, c.heads, c.kv_heads);
+        let (qw, kw) = (heads * d, groups * d);
+        let rep = heads / groups;
         let scale = c.attn_scale;
         let mut out = vec![0f32; queries.len() * qw];
         let out_ptr = out.as_mut_ptr() as usize;
         let simd = super::qmatmul::has_avx2();
-        candle_core::utils::barrier_pool().execute_chunked(queries.len() * heads, |range| {
+        candle_core::utils::barrier_pool().execute_chunked(queries.len() * groups, |range| {
+            // The scores of the group's query heads, `rep` rows of the visible keys.
             let mut scores = Vec::new();
+            let mut sums = vec![0f32; rep];
             for item in range {
-                let (r, h) = (item / heads, item % heads);
+                let (r, g) = (item / groups, item % groups);
                 let (seq, pos) = queries[r];
                 let total = pos + 1;
                 let first = match window {
                     Some(w) if total > w => total - w,
                     _ => 0,
                 };
-                let qh = &q[r * qw + h * d..r * qw + (h + 1) * d];
+                let n = total - first;
                 let (keys, values) = (&kv[seq].k[layer], &kv[seq].v[layer]);
-                let off = (h / rep) * d;
-                scores.clear();
-                let mut max = f32::NEG_INFINITY;
-                for p in first..total {
-                    let s = dot::dot(qh, &keys[p * kw + off..p * kw + off + d], simd) * scale;
-                    max = max.max(s);
-                    scores.push(s);
-                }
-                let mut sum = 0f32;
-                for s in &mut scores {
-                    *s = (*s - max).exp();
-                    sum += *s;
-                }
-                // SAFETY: `execute_chunked` hands out disjoint items, and item (r, h)
-                // writes only its own head_dim values of `out`, which outlives the call.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut((out_ptr as *mut f32).add(r * qw + h * d), d)
+                let off = g * d;
+                let head_q = |j: usize| {
+                    let h = g * rep + j;
+                    &q[r * qw + h * d..r * qw + (h + 1) * d]
                 };
-                for (j, &s) in scores.iter().enumerate() {
-                    let p = first + j;
-                    dot::axpy(dst, s / sum, &values[p * kw + off..p * kw + off + d], simd);
+                scores.clear();
+                scores.resize(rep * n, 0f32);
+                for (i, p) in (first..total).enumerate() {
+                    let key = &keys[p * kw + off..p * kw + off + d];
+                    for j in 0..rep {
+                        scores[j * n + i] = dot::dot(head_q(j), key, simd) * scale;
+                    }
+                }
+                for (j, sum) in sums.iter_mut().enumerate() {
+                    let row = &mut scores[j * n..(j + 1) * n];
+                    let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+                    *sum = 0.0;
+                    for s in row.iter_mut() {
+                        *s = (*s - max).exp();
+                        *sum += *s;
+                    }
+                }
+                // SAFETY: `execute_chunked` hands out disjoint items, and item (r, g)
+                // writes only the head_dim values of its own query heads in `out`, which
+                // outlives the call.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        (out_ptr as *mut f32).add(r * qw + g * rep * d),
+                        rep * d,
+                    )
+                };
+                for (i, p) in (first..total).enumerate() {
+                    let value = &values[p * kw + off..p * kw + off + d];
+                    for (j, head) in dst.chunks_exact_mut(d).enumerate() {
+                        dot::axpy(head, scores[j * n + i] / sums[j], value, simd);
+                    }
                 }
             }
         });

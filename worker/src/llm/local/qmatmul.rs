@@ -134,6 +134,11 @@ impl QMatrix {
 
     /// `y = x W^T` for `x` of `m` rows of `cols` values; `y` has `m` rows of `rows`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_on(x, m, isa())
+    }
+
+    /// [`QMatrix::matmul`] on a given instruction set (which the CPU must have).
+    fn matmul_on(&self, x: &[f32], m: usize, isa: Isa) -> Vec<f32> {
         let k = self.cols;
         assert_eq!(
             x.len(),
@@ -144,41 +149,35 @@ impl QMatrix {
         let nb = k / BLOCK;
         let acts: Vec<ActBlock> = x.chunks_exact(BLOCK).map(quantize_block).collect();
         let n = self.rows;
-        // Output transposed ([n, m]): each worker owns whole weight rows. candle's spinning
-        // thread pool (the caller takes part; one thread runs inline) rather than rayon's,
-        // whose sleeping workers cost a wake-up per product: a decode step makes 200 small
-        // ones.
-        let mut yt = vec![0f32; n * m];
-        let simd = has_avx2();
-        let out_ptr = yt.as_mut_ptr() as usize;
+        // Each worker owns whole weight rows, so output column `row` of every activation
+        // row is written by one worker only. candle's spinning thread pool (the caller
+        // takes part; one thread runs inline) rather than rayon's, whose sleeping workers
+        // cost a wake-up per product: a decode step makes 200 small ones.
+        let mut y = vec![0f32; m * n];
+        let out_ptr = y.as_mut_ptr() as usize;
         candle_core::utils::barrier_pool().execute_chunked(n, |range| {
+            let mut dst = [0f32; ROWS_PER_PASS];
             for row in range {
-                // SAFETY: `execute_chunked` hands out disjoint row ranges, so each
-                // output row (m values at row * m) is written by one worker only, and
-                // `yt` outlives the call.
-                let out_row = unsafe {
-                    std::slice::from_raw_parts_mut((out_ptr as *mut f32).add(row * m), m)
-                };
                 // At most 4 activation rows per pass: with two accumulators each (even
                 // and odd blocks, two independent dependency chains) they stay in
                 // registers.
                 for start in (0..m).step_by(ROWS_PER_PASS) {
                     let rows_here = (m - start).min(ROWS_PER_PASS);
                     let a = &acts[start * nb..(start + rows_here) * nb];
-                    let dst = &mut out_row[start..start + rows_here];
+                    let dst = &mut dst[..rows_here];
                     match &self.blocks {
-                        Blocks::Q8(b) => dot_q8(&b[row * nb..(row + 1) * nb], a, nb, dst, simd),
-                        Blocks::Q41(b) => dot_q41(&b[row * nb..(row + 1) * nb], a, nb, dst, simd),
+                        Blocks::Q8(b) => dot_q8(&b[row * nb..(row + 1) * nb], a, nb, dst, isa),
+                        Blocks::Q41(b) => dot_q41(&b[row * nb..(row + 1) * nb], a, nb, dst, isa),
+                    }
+                    for (i, &v) in dst.iter().enumerate() {
+                        // SAFETY: `execute_chunked` hands out disjoint row ranges, so
+                        // column `row` is written by this worker only, at an index below
+                        // m * n, and `y` outlives the call.
+                        unsafe { *(out_ptr as *mut f32).add((start + i) * n + row) = v };
                     }
                 }
             }
         });
-        let mut y = vec![0f32; m * n];
-        for j in 0..n {
-            for i in 0..m {
-                y[i * n + j] = yt[j * m + i];
-            }
-        }
         y
     }
 }
@@ -197,6 +196,79 @@ fn quantize_block(x: &[f32]) -> ActBlock {
         d,
         s: d * sum as f32,
         qs,
+    }
+}
+
+/// The instruction set the products run on, chosen at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// No AVX2: portable Rust.
+    Scalar,
+    /// AVX2, FMA and F16C: 8-bit dot products as `maddubs` + `madd`.
+    Avx2,
+    /// AVX2 plus AVX-VNNI (Alder Lake, Zen 5): one `vpdpbusd` instead of the two.
+    AvxVnni,
+    /// AVX2 plus AVX-512 VNNI and VL (Ice Lake, Sapphire Rapids, Zen 4): the same on
+    /// 256-bit registers.
+    Avx512Vnni,
+}
+
+/// The [`Isa`] the products run on: the best this CPU has, or a lesser one named by
+/// `CREDENCE_CPU_ISA` (`scalar`, `avx2`, `avxvnni`, `avx512vnni`; for comparing them in
+/// one benchmark run). Every x86 variant computes the same integers (the 8-bit products
+/// of a block never saturate `maddubs`' 16-bit pairs: at most 2 x 128 x 127), so the
+/// products are bit-identical on every machine.
+pub fn isa() -> Isa {
+    static CHOSEN: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let best = best_isa();
+        let asked = match std::env::var("CREDENCE_CPU_ISA").as_deref() {
+            Ok("scalar") => Isa::Scalar,
+            Ok("avx2") => Isa::Avx2,
+            Ok("avxvnni") => Isa::AvxVnni,
+            Ok("avx512vnni") => Isa::Avx512Vnni,
+            _ => return best,
+        };
+        let has = asked == best
+            || match asked {
+                Isa::Scalar => true,
+                Isa::Avx2 => best != Isa::Scalar,
+                #[cfg(target_arch = "x86_64")]
+                Isa::AvxVnni => has_avx2() && std::arch::is_x86_feature_detected!("avxvnni"),
+                _ => false,
+            };
+        if has {
+            asked
+        } else {
+            tracing::warn!(
+                ?asked,
+                ?best,
+                "CREDENCE_CPU_ISA names an instruction set this CPU lacks; using the best it has"
+            );
+            best
+        }
+    })
+}
+
+/// The best [`Isa`] this CPU has.
+fn best_isa() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !has_avx2() {
+            Isa::Scalar
+        } else if std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            Isa::Avx512Vnni
+        } else if std::arch::is_x86_feature_detected!("avxvnni") {
+            Isa::AvxVnni
+        } else {
+            Isa::Avx2
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Isa::Scalar
     }
 }
 
@@ -229,14 +301,16 @@ fn scalar_rows<W>(
 }
 
 /// `dst[i] = row . acts[i]` for the activation rows `acts` (nb blocks each).
-fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: bool) {
+fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], isa: Isa) {
+    // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
-    if simd {
-        // SAFETY: AVX2, FMA and F16C were detected at run time.
-        unsafe { avx2::dot_q8(row, acts, nb, dst) };
-        return;
+    match isa {
+        Isa::Avx2 => return unsafe { avx2::dot_q8(row, acts, nb, dst) },
+        Isa::AvxVnni => return unsafe { avxvnni::dot_q8(row, acts, nb, dst) },
+        Isa::Avx512Vnni => return unsafe { avx512vnni::dot_q8(row, acts, nb, dst) },
+        Isa::Scalar => {}
     }
-    let _ = simd;
+    let _ = isa;
     scalar_rows(row, acts, nb, dst, |w, x| {
         let s: i32 =
             w.qs.iter()
@@ -248,14 +322,16 @@ fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: 
 }
 
 /// The same for Q4_1 weights: `d * q . x + m * sum(x)`.
-fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd: bool) {
+fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], isa: Isa) {
+    // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
-    if simd {
-        // SAFETY: AVX2, FMA and F16C were detected at run time.
-        unsafe { avx2::dot_q41(row, acts, nb, dst) };
-        return;
+    match isa {
+        Isa::Avx2 => return unsafe { avx2::dot_q41(row, acts, nb, dst) },
+        Isa::AvxVnni => return unsafe { avxvnni::dot_q41(row, acts, nb, dst) },
+        Isa::Avx512Vnni => return unsafe { avx512vnni::dot_q41(row, acts, nb, dst) },
+        Isa::Scalar => {}
     }
-    let _ = simd;
+    let _ = isa;
     scalar_rows(row, acts, nb, dst, |w, x| {
         let mut s = 0i32;
         for j in 0..BLOCK / 2 {
@@ -266,150 +342,193 @@ fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], simd
     });
 }
 
+/// One Q8_0 block `w` (index `b`) into the accumulators of R rows.
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{ActBlock, BlockQ41, BlockQ8};
-    use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum(v: __m256) -> f32 {
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        _mm_cvtss_f32(s)
-    }
-
-    /// Two f16 values to f32.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn f16x2(a: u16, b: u16) -> (f32, f32) {
-        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(
-            (u32::from(a) | (u32::from(b) << 16)) as i32,
-        ));
-        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
-    }
-
-    // The kernels are generic over the number of activation rows R (1 to 4) so that the
-    // accumulators (two per row: even and odd blocks, two independent chains of fused
-    // multiply-adds) are registers: indexed at run time they were spilled to the stack,
-    // and every block waited on a store and a load.
-
-    /// `dst[i] = row . acts[i]` for Q8_0 weights, `dst.len()` rows of `nb` blocks.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        // SAFETY (all four): the caller's features, and dst.len() rows of nb blocks.
-        match dst.len() {
-            1 => unsafe { q8_rows::<1>(row, acts, nb, dst) },
-            2 => unsafe { q8_rows::<2>(row, acts, nb, dst) },
-            3 => unsafe { q8_rows::<3>(row, acts, nb, dst) },
-            _ => unsafe { q8_rows::<4>(row, acts, nb, dst) },
-        }
-    }
-
-    /// The same for Q4_1 weights.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        // SAFETY: as above.
-        match dst.len() {
-            1 => unsafe { q41_rows::<1>(row, acts, nb, dst) },
-            2 => unsafe { q41_rows::<2>(row, acts, nb, dst) },
-            3 => unsafe { q41_rows::<3>(row, acts, nb, dst) },
-            _ => unsafe { q41_rows::<4>(row, acts, nb, dst) },
-        }
-    }
-
-    /// One Q8_0 block `w` (index `b`) into the accumulators of R rows.
-    macro_rules! q8_block {
-        ($w:expr, $b:expr, $acts:expr, $nb:expr, $acc:expr) => {{
-            let w: &BlockQ8 = $w;
-            // SAFETY: a block holds 32 bytes.
-            let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
-            let aw = _mm256_sign_epi8(wv, wv);
-            let (d, _) = f16x2(w.d, 0);
-            for i in 0..R {
-                let x = &$acts[i * $nb + $b];
-                // SAFETY: as above.
-                let xv = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
-                let sx = _mm256_sign_epi8(xv, wv);
-                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
-                $acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), $acc[i]);
-            }
-        }};
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q8_rows<const R: usize>(
-        row: &[BlockQ8],
-        acts: &[ActBlock],
-        nb: usize,
-        dst: &mut [f32],
-    ) {
-        let mut even = [_mm256_setzero_ps(); R];
-        let mut odd = [_mm256_setzero_ps(); R];
-        let mut pairs = row[..nb].chunks_exact(2);
-        let mut b = 0;
-        for pair in pairs.by_ref() {
-            q8_block!(&pair[0], b, acts, nb, even);
-            q8_block!(&pair[1], b + 1, acts, nb, odd);
-            b += 2;
-        }
-        if let [last] = pairs.remainder() {
-            q8_block!(last, b, acts, nb, even);
-        }
+macro_rules! q8_block {
+    ($w:expr, $b:expr, $acts:expr, $nb:expr, $acc:expr) => {{
+        let w: &BlockQ8 = $w;
+        // SAFETY: a block holds 32 bytes.
+        let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
+        let aw = _mm256_sign_epi8(wv, wv);
+        let (d, _) = f16x2(w.d, 0);
         for i in 0..R {
-            dst[i] = hsum(_mm256_add_ps(even[i], odd[i]));
+            let x = &$acts[i * $nb + $b];
+            // SAFETY: as above.
+            let xv = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
+            let sx = _mm256_sign_epi8(xv, wv);
+            let p = udot(aw, sx);
+            $acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), $acc[i]);
         }
-    }
-
-    /// One Q4_1 block `w` (index `b`) into the accumulators and minimum sums of R rows:
-    /// `d * d_x * (q . q_x) + m * d_x * sum(q_x)`.
-    macro_rules! q41_block {
-        ($w:expr, $b:expr, $acts:expr, $nb:expr, $acc:expr, $mins:expr) => {{
-            let w: &BlockQ41 = $w;
-            // SAFETY: a block holds 16 bytes of nibbles.
-            let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
-            let low = _mm_set1_epi8(0x0f);
-            let lo = _mm_and_si128(packed, low);
-            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
-            let wv = _mm256_set_m128i(hi, lo);
-            let (d, mn) = f16x2(w.d, w.m);
-            for i in 0..R {
-                let x = &$acts[i * $nb + $b];
-                // SAFETY: an activation block holds 32 bytes.
-                let xv = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
-                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), _mm256_set1_epi16(1));
-                $acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), $acc[i]);
-                $mins[i] += mn * x.s;
-            }
-        }};
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q41_rows<const R: usize>(
-        row: &[BlockQ41],
-        acts: &[ActBlock],
-        nb: usize,
-        dst: &mut [f32],
-    ) {
-        let mut even = [_mm256_setzero_ps(); R];
-        let mut odd = [_mm256_setzero_ps(); R];
-        let mut mins_even = [0f32; R];
-        let mut mins_odd = [0f32; R];
-        let mut pairs = row[..nb].chunks_exact(2);
-        let mut b = 0;
-        for pair in pairs.by_ref() {
-            q41_block!(&pair[0], b, acts, nb, even, mins_even);
-            q41_block!(&pair[1], b + 1, acts, nb, odd, mins_odd);
-            b += 2;
-        }
-        if let [last] = pairs.remainder() {
-            q41_block!(last, b, acts, nb, even, mins_even);
-        }
-        for i in 0..R {
-            dst[i] = hsum(_mm256_add_ps(even[i], odd[i])) + mins_even[i] + mins_odd[i];
-        }
-    }
+    }};
 }
+
+/// One Q4_1 block `w` (index `b`) into the accumulators and minimum sums of R rows:
+/// `d * d_x * (q . q_x) + m * d_x * sum(q_x)`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! q41_block {
+    ($w:expr, $b:expr, $acts:expr, $nb:expr, $acc:expr, $mins:expr) => {{
+        let w: &BlockQ41 = $w;
+        // SAFETY: a block holds 16 bytes of nibbles.
+        let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+        let low = _mm_set1_epi8(0x0f);
+        let lo = _mm_and_si128(packed, low);
+        let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
+        let wv = _mm256_set_m128i(hi, lo);
+        let (d, mn) = f16x2(w.d, w.m);
+        for i in 0..R {
+            let x = &$acts[i * $nb + $b];
+            // SAFETY: an activation block holds 32 bytes.
+            let xv = unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) };
+            let p = udot(wv, xv);
+            $acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), $acc[i]);
+            $mins[i] += mn * x.s;
+        }
+    }};
+}
+
+/// The x86 kernels, once per [`Isa`]: the same code compiled for each instruction set,
+/// with its own `udot` (unsigned x signed 8-bit products of a 32-byte block, summed by
+/// four into eight i32 lanes).
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_kernels {
+    ($name:ident, $features:literal, $udot:item) => {
+        mod $name {
+            use super::{ActBlock, BlockQ41, BlockQ8};
+            use std::arch::x86_64::*;
+
+            $udot
+
+            #[target_feature(enable = $features)]
+            fn hsum(v: __m256) -> f32 {
+                let hi = _mm256_extractf128_ps(v, 1);
+                let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
+                let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+                let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+                _mm_cvtss_f32(s)
+            }
+
+            /// Two f16 values to f32.
+            #[target_feature(enable = $features)]
+            fn f16x2(a: u16, b: u16) -> (f32, f32) {
+                let v = _mm_cvtph_ps(_mm_cvtsi32_si128(
+                    (u32::from(a) | (u32::from(b) << 16)) as i32,
+                ));
+                (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+            }
+
+            // The kernels are generic over the number of activation rows R (1 to 4) so that the
+            // accumulators (two per row: even and odd blocks, two independent chains of fused
+            // multiply-adds) are registers: indexed at run time they were spilled to the stack,
+            // and every block waited on a store and a load.
+
+            /// `dst[i] = row . acts[i]` for Q8_0 weights, `dst.len()` rows of `nb` blocks.
+            #[target_feature(enable = $features)]
+            pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
+                // SAFETY (all four): the caller's features, and dst.len() rows of nb blocks.
+                match dst.len() {
+                    1 => unsafe { q8_rows::<1>(row, acts, nb, dst) },
+                    2 => unsafe { q8_rows::<2>(row, acts, nb, dst) },
+                    3 => unsafe { q8_rows::<3>(row, acts, nb, dst) },
+                    _ => unsafe { q8_rows::<4>(row, acts, nb, dst) },
+                }
+            }
+
+            /// The same for Q4_1 weights.
+            #[target_feature(enable = $features)]
+            pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
+                // SAFETY: as above.
+                match dst.len() {
+                    1 => unsafe { q41_rows::<1>(row, acts, nb, dst) },
+                    2 => unsafe { q41_rows::<2>(row, acts, nb, dst) },
+                    3 => unsafe { q41_rows::<3>(row, acts, nb, dst) },
+                    _ => unsafe { q41_rows::<4>(row, acts, nb, dst) },
+                }
+            }
+
+
+            #[target_feature(enable = $features)]
+            unsafe fn q8_rows<const R: usize>(
+                row: &[BlockQ8],
+                acts: &[ActBlock],
+                nb: usize,
+                dst: &mut [f32],
+            ) {
+                let mut even = [_mm256_setzero_ps(); R];
+                let mut odd = [_mm256_setzero_ps(); R];
+                let mut pairs = row[..nb].chunks_exact(2);
+                let mut b = 0;
+                for pair in pairs.by_ref() {
+                    q8_block!(&pair[0], b, acts, nb, even);
+                    q8_block!(&pair[1], b + 1, acts, nb, odd);
+                    b += 2;
+                }
+                if let [last] = pairs.remainder() {
+                    q8_block!(last, b, acts, nb, even);
+                }
+                for i in 0..R {
+                    dst[i] = hsum(_mm256_add_ps(even[i], odd[i]));
+                }
+            }
+
+
+            #[target_feature(enable = $features)]
+            unsafe fn q41_rows<const R: usize>(
+                row: &[BlockQ41],
+                acts: &[ActBlock],
+                nb: usize,
+                dst: &mut [f32],
+            ) {
+                let mut even = [_mm256_setzero_ps(); R];
+                let mut odd = [_mm256_setzero_ps(); R];
+                let mut mins_even = [0f32; R];
+                let mut mins_odd = [0f32; R];
+                let mut pairs = row[..nb].chunks_exact(2);
+                let mut b = 0;
+                for pair in pairs.by_ref() {
+                    q41_block!(&pair[0], b, acts, nb, even, mins_even);
+                    q41_block!(&pair[1], b + 1, acts, nb, odd, mins_odd);
+                    b += 2;
+                }
+                if let [last] = pairs.remainder() {
+                    q41_block!(last, b, acts, nb, even, mins_even);
+                }
+                for i in 0..R {
+                    dst[i] = hsum(_mm256_add_ps(even[i], odd[i])) + mins_even[i] + mins_odd[i];
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+x86_kernels!(
+    avx2,
+    "avx2,fma,f16c",
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn udot(u: __m256i, s: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+    }
+);
+
+#[cfg(target_arch = "x86_64")]
+x86_kernels!(
+    avxvnni,
+    "avx2,fma,f16c,avxvnni",
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    fn udot(u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s)
+    }
+);
+
+#[cfg(target_arch = "x86_64")]
+x86_kernels!(
+    avx512vnni,
+    "avx2,fma,f16c,avx512vnni,avx512vl",
+    #[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+    fn udot(u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+    }
+);
 
 #[cfg(test)]
 mod tests {
@@ -489,6 +608,65 @@ mod tests {
             // Each row's result does not depend on the other rows of the batch.
             let alone = q.matmul(&x[..k], 1);
             assert_eq!(alone[..], got[..n], "m={m}: first row differs from alone");
+        }
+    }
+
+    /// The instruction sets this CPU has.
+    fn isas() -> Vec<Isa> {
+        let best = best_isa();
+        let mut all = vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if has_avx2() {
+                all.push(Isa::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avxvnni") && has_avx2() {
+                all.push(Isa::AvxVnni);
+            }
+        }
+        if best == Isa::Avx512Vnni {
+            all.push(Isa::Avx512Vnni);
+        }
+        all
+    }
+
+    #[test]
+    fn every_instruction_set_gives_the_same_bits() {
+        // Q8_0 weights at both ends of the byte range (-128 included) and Q4_1 nibbles.
+        let (mut raw8, _) = raw_q8(24, 256, 3);
+        for (i, b) in raw8.iter_mut().enumerate() {
+            if i % 34 >= 2 && i % 7 == 0 {
+                *b = if i % 2 == 0 { 0x80 } else { 0x7f };
+            }
+        }
+        let (raw41, _) = raw_q41(24, 256, 4);
+        let matrices = [
+            QMatrix::from_q8_0(24, 256, &raw8).unwrap(),
+            QMatrix::from_q4_1(24, 256, &raw41).unwrap(),
+        ];
+        let x: Vec<f32> = (0..5 * 256)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 7.0)
+            .collect();
+        let isas = isas();
+        println!("instruction sets here: {isas:?}");
+        for q in &matrices {
+            for m in 1..=5 {
+                let simd: Vec<Vec<f32>> = isas
+                    .iter()
+                    .filter(|&&i| i != Isa::Scalar)
+                    .map(|&i| q.matmul_on(&x[..m * 256], m, i))
+                    .collect();
+                for other in &simd[1.min(simd.len())..] {
+                    assert_eq!(other, &simd[0], "m={m}");
+                }
+                // The portable code sums in another order: equal to rounding.
+                let scalar = q.matmul_on(&x[..m * 256], m, Isa::Scalar);
+                if let Some(first) = simd.first() {
+                    for (a, b) in scalar.iter().zip(first) {
+                        assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{a} vs {b}");
+                    }
+                }
+            }
         }
     }
 
