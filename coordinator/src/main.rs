@@ -85,8 +85,68 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// An error and its causes on one line, joined by ": ". A cause whose text its parent
+/// already shows (an error type that prints its source and also returns it) is not
+/// repeated: "loading the parser: f: cannot read: No such file", not that followed by
+/// "f: cannot read: No such file: No such file".
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    /// An error that prints its source and also returns it, as `thiserror`'s
+    /// `#[error("{path}: cannot read: {source}")]` does.
+    #[derive(Debug)]
+    struct Unreadable {
+        path: String,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Unreadable {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: cannot read: {}", self.path, self.source)
+        }
+    }
+
+    impl std::error::Error for Unreadable {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_its_parent_already_shows_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::new(Unreadable {
+            path: "models/x".into(),
+            source: io,
+        })
+        .context("loading the parser");
+        assert_eq!(
+            error_chain(&e),
+            "loading the parser: models/x: cannot read: No such file"
+        );
+        let plain = anyhow::anyhow!("disk full").context("writing results.db");
+        assert_eq!(error_chain(&plain), "writing results.db: disk full");
     }
 }
