@@ -1,10 +1,11 @@
 //! CPU matrix products of 8-bit and 4-bit quantised weights with 8-bit quantised
 //! activations, for any number of activation rows at once: each weight block is loaded
 //! once and multiplied into every row of the batch, so a decode step of 8 sequences
-//! reads the weights once, not 8 times. AVX2 is chosen at run time (scalar elsewhere);
-//! no build flag is needed.
+//! reads the weights once, not 8 times. The instruction set ([`Isa`]: AVX2, or AVX2 with
+//! AVX-VNNI or AVX-512 VNNI, scalar elsewhere) is chosen at run time; no build flag is
+//! needed, and every x86 variant gives the same bits.
 //!
-//! Formats, as GGUF stores them (blocks of 32 along a row): Q8_0 (`d * q`, q in -127..127)
+//! Formats, as GGUF stores them (blocks of 32 along a row): Q8_0 (`d * q`, q in -128..127, -128 unused by llama.cpp)
 //! and Q4_1 (`d * q + m`, q in 0..15, element j in the low nibble of byte j and element
 //! j + 16 in its high nibble). Other GGUF types run through candle's own kernels.
 
