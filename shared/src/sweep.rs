@@ -220,11 +220,18 @@ pub fn local_preset(name: &str) -> Option<&'static LocalPreset> {
 }
 
 /// The folder model weights are looked up in: `$CREDENCE_MODELS_DIR`, else the nearest
-/// `models/` folder at or above `from`, else `from/models`.
+/// `models/` folder at or above `from`, else `from/models`; always an absolute path, so
+/// that a sweep file's relative paths (resolved against its own folder) cannot move it.
 pub fn models_dir(from: &Path) -> PathBuf {
-    if let Some(dir) = std::env::var_os("CREDENCE_MODELS_DIR") {
-        return PathBuf::from(dir);
+    models_dir_with(std::env::var_os("CREDENCE_MODELS_DIR"), from)
+}
+
+fn models_dir_with(env: Option<std::ffi::OsString>, from: &Path) -> PathBuf {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Some(dir) = env.filter(|d| !d.is_empty()) {
+        return absolute(Path::new(&dir));
     }
+    let from = absolute(from);
     from.ancestors()
         .map(|d| d.join("models"))
         .find(|d| d.is_dir())

@@ -358,3 +358,29 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
         "{e}"
     );
 }
+
+/// A sweep named by a relative path (`credence run sweeps/local-cpu.toml`) finds the
+/// checkout's `models/` above its folder, as an absolute path: joined to the sweep's
+/// folder later, a relative `models` became `sweeps/models`.
+#[test]
+fn the_models_folder_of_a_relative_sweep_path_is_absolute() {
+    // Relative to the package root, where cargo runs tests.
+    let root = tempfile::tempdir_in(".").unwrap();
+    let name = root.path().file_name().unwrap().to_owned();
+    std::fs::create_dir_all(root.path().join("models")).unwrap();
+    std::fs::create_dir_all(root.path().join("sweeps")).unwrap();
+    let relative = Path::new(&name).join("sweeps");
+    let found = models_dir_with(None, &relative);
+    assert!(found.is_absolute(), "{}", found.display());
+    assert_eq!(
+        found,
+        std::path::absolute(root.path().join("models")).unwrap()
+    );
+    // $CREDENCE_MODELS_DIR wins, made absolute too; an empty value does not count.
+    let env = models_dir_with(Some(Path::new(&name).join("weights").into()), &relative);
+    assert_eq!(
+        env,
+        std::path::absolute(root.path().join("weights")).unwrap()
+    );
+    assert_eq!(models_dir_with(Some("".into()), &relative), found);
+}
