@@ -5,7 +5,9 @@
 //! watches nothing with [`NoObserver`]. Labels are bounded (model, mode, stage, outcome,
 //! cache): never an example or a job.
 
+use crate::cache::EmbeddingCache;
 use crate::domain::Mode;
+use crate::store::StoreError;
 use std::sync::Mutex;
 
 /// A stage of a job. Stages that no code runs yet (`self_repair`) have their metric
@@ -195,6 +197,46 @@ pub trait JobObserver: Send + Sync {
 /// Observes nothing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoObserver;
+
+/// An embedding cache whose every lookup is reported to an observer (hits and misses),
+/// so the job path counts embedding-cache traffic where it happens, whatever encoder or
+/// store is behind it.
+pub struct ObservedEmbeddings<'a> {
+    inner: &'a dyn EmbeddingCache,
+    observer: &'a dyn JobObserver,
+}
+
+impl<'a> ObservedEmbeddings<'a> {
+    /// `inner`, reporting to `observer`.
+    pub fn new(inner: &'a dyn EmbeddingCache, observer: &'a dyn JobObserver) -> Self {
+        ObservedEmbeddings { inner, observer }
+    }
+}
+
+#[async_trait::async_trait]
+impl EmbeddingCache for ObservedEmbeddings<'_> {
+    async fn embeddings(
+        &self,
+        encoder_fingerprint: &str,
+        texts: &[String],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        let found = self.inner.embeddings(encoder_fingerprint, texts).await?;
+        let hits = found.iter().filter(|v| v.is_some()).count() as u64;
+        self.observer
+            .cache(CacheKind::Embedding, hits, found.len() as u64 - hits);
+        Ok(found)
+    }
+
+    async fn put_embeddings(
+        &self,
+        encoder_fingerprint: &str,
+        entries: &[(String, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        self.inner
+            .put_embeddings(encoder_fingerprint, entries)
+            .await
+    }
+}
 
 impl JobObserver for NoObserver {}
 

@@ -4,6 +4,7 @@
 
 use crate::domain::Mode;
 use crate::observe::{CacheKind, JobObserver, JobOutcome, LlmRequest, Stage};
+use crate::store::postgres::ops::RunGauges;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -91,6 +92,10 @@ const LLM_SECONDS_BUCKETS: [f64; 12] = [
     0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
 ];
 
+/// Why a worker dead-letters a message: unreadable, an aggregation that failed, a job
+/// that failed its last delivery.
+pub const DEAD_LETTER_REASONS: [&str; 3] = ["unreadable", "aggregation", "failed"];
+
 /// The families of the job path a worker (or the embedded engine) serves, fed through
 /// [`JobObserver`].
 #[derive(Clone)]
@@ -155,6 +160,16 @@ impl JobFamilies {
         )?;
         registry.register(Box::new(current_model.clone()))?;
         up.set(1);
+        let dead_letters = counter(
+            "credence_dead_letters_total",
+            "Messages dead-lettered, by reason",
+            &["reason"],
+        )?;
+        // Every reason is served from the start (at 0), so a dashboard shows "none yet"
+        // rather than no data.
+        for reason in DEAD_LETTER_REASONS {
+            dead_letters.with_label_values(&[reason]);
+        }
         Ok(JobFamilies {
             jobs: counter(
                 "credence_jobs_total",
@@ -203,11 +218,7 @@ impl JobFamilies {
                 "Cache lookups missed",
                 &["cache"],
             )?,
-            dead_letters: counter(
-                "credence_dead_letters_total",
-                "Messages dead-lettered, by reason",
-                &["reason"],
-            )?,
+            dead_letters,
             job_seconds: histogram(
                 "credence_job_seconds",
                 "Seconds of a job from taking it to its end",
@@ -335,6 +346,32 @@ impl ReaperMetrics {
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
+
+    /// Shows where each active run stands: its jobs by state, examples done and ETA
+    /// (none before its first result). Runs no longer active drop out.
+    pub fn show_runs(&self, runs: &[RunGauges]) {
+        self.run_jobs.reset();
+        self.run_examples_done.reset();
+        self.run_eta_seconds.reset();
+        for r in runs {
+            let run = r.run_id.as_str();
+            for (state, n) in [
+                ("done", r.done),
+                ("running", r.running),
+                ("waiting", r.waiting),
+                ("failed", r.failed),
+                ("cancelled", r.cancelled),
+            ] {
+                self.run_jobs.with_label_values(&[run, state]).set(n as i64);
+            }
+            self.run_examples_done
+                .with_label_values(&[run])
+                .set(r.examples_done as i64);
+            if let Some(eta) = r.eta_seconds() {
+                self.run_eta_seconds.with_label_values(&[run]).set(eta);
+            }
+        }
+    }
 }
 
 /// Renders a registry in Prometheus' text format.
@@ -434,21 +471,49 @@ mod tests {
     }
 
     #[test]
-    fn coordinator_families_are_registered() {
+    fn coordinator_families_show_each_active_run() {
         let m = ReaperMetrics::new().unwrap();
-        m.run_jobs.with_label_values(&["demo", "done"]).set(3);
-        m.run_examples_done.with_label_values(&["demo"]).set(21);
-        m.run_eta_seconds.with_label_values(&["demo"]).set(12.5);
+        let run = |id: &str, done: u64, examples_done: u64, open: u64, since| RunGauges {
+            run_id: id.into(),
+            done,
+            running: 1,
+            waiting: 2,
+            failed: 1,
+            cancelled: 0,
+            examples_done,
+            examples_open: open,
+            seconds_since_start: since,
+        };
+        // 10 examples in 20 s: 0.5 ex/s; 20 open (10 more in a failed job): 40 s to go.
+        m.show_runs(&[
+            run("demo", 3, 10, 20, Some(20.0)),
+            run("old", 0, 0, 30, None),
+        ]);
         m.stale_republished.inc();
         let text = render(m.registry());
         for sample in [
             r#"credence_run_jobs{run="demo",state="done"} 3"#,
-            r#"credence_run_examples_done{run="demo"} 21"#,
-            r#"credence_run_eta_seconds{run="demo"} 12.5"#,
+            r#"credence_run_jobs{run="demo",state="waiting"} 2"#,
+            r#"credence_run_examples_done{run="demo"} 10"#,
+            r#"credence_run_eta_seconds{run="demo"} 40"#,
+            r#"credence_run_jobs{run="old",state="running"} 1"#,
             "credence_stale_heartbeats_republished_total 1",
         ] {
             assert!(text.contains(sample), "{sample} missing from:\n{text}");
         }
+        // No ETA before a first result; none to wait for once only the failed job is
+        // left; a run that is no longer active drops out.
+        assert!(
+            !text.contains(r#"credence_run_eta_seconds{run="old"}"#),
+            "{text}"
+        );
+        m.show_runs(&[run("demo", 4, 30, 0, Some(30.0))]);
+        let text = render(m.registry());
+        assert!(
+            text.contains(r#"credence_run_eta_seconds{run="demo"} 0"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"run="old""#), "{text}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::pipeline::metrics::{Scorer, ScorerLoadError, ScoringError, ScoringInp
 use crate::pipeline::modes::{ModeError, ModeRunner};
 use credence_shared::domain::{Example, ExampleResult};
 use credence_shared::job::Job;
-use credence_shared::observe::{JobObserver, Stage, StageTimes};
+use credence_shared::observe::{JobObserver, ObservedEmbeddings, Stage, StageTimes};
 use credence_shared::store::{Store, StoreError};
 use credence_shared::sweep::SweepSpec;
 use credence_shared::Claim;
@@ -272,15 +272,18 @@ impl JobHandler {
             source,
         };
         let base_claims: Vec<Vec<Claim>> = bases.iter().map(|b| b.claims.clone()).collect();
+        let embeddings = ObservedEmbeddings::new(store, observer);
         let scored_base = scorer
-            .score(store, &inputs(&examples, &base_claims))
+            .score(&embeddings, &inputs(&examples, &base_claims))
             .await
             .map_err(score_error)?;
         let runner = ModeRunner {
             scorer: &scorer,
-            embeddings: store,
+            embeddings: &embeddings,
             generations: store,
             llm: decomposer.llm(),
+            observer,
+            model: &job.model,
         };
         let outcome = runner
             .run(job.mode, &examples, &base_claims, scored_base)

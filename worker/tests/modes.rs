@@ -9,6 +9,7 @@ mod common;
 mod llm_server;
 
 use credence_shared::domain::{Example, Mode};
+use credence_shared::observe::NoObserver;
 use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::{EncoderSpec, NlpSpec, PromptKind, VerifierSettings};
 use credence_worker::decompose::{Decomposer, LlmDecomposer};
@@ -101,6 +102,8 @@ async fn run(
         embeddings: &store,
         generations: &store,
         llm: llm.and_then(|d| d.llm()),
+        observer: &NoObserver,
+        model: "test",
     };
     runner.run(mode, examples, base, scored).await.unwrap()
 }

@@ -9,6 +9,7 @@ mod common;
 use credence_shared::benchmarks::{self, Benchmark, BuildOptions};
 use credence_shared::cache::NoCache;
 use credence_shared::domain::{Example, Mode};
+use credence_shared::observe::NoObserver;
 use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
 use credence_worker::decompose::ConjunctionOracle;
 use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
@@ -88,6 +89,8 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
         embeddings: &NoCache,
         generations: &NoCache,
         llm: None,
+        observer: &NoObserver,
+        model: "",
     };
     let after = runner
         .run(Mode::Repair, &examples, &lists, before.clone())

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use credence_shared::cache::NoCache;
 use credence_shared::domain::{Example, Mode};
+use credence_shared::observe::NoObserver;
 use credence_shared::sweep::{
     self, EncoderSpec, ModelBackend, ModelSpec, NlpSpec, PromptKind, VerifierSettings,
     LOCAL_PRESETS, PRESETS,
@@ -125,6 +126,8 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
                 embeddings: &NoCache,
                 generations: &NoCache,
                 llm: decomposer.llm(),
+                observer: &NoObserver,
+                model: &spec.name,
             };
             anyhow::Ok(
                 runner

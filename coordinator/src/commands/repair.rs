@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use credence_shared::cache::NoCache;
 use credence_shared::domain::Mode;
+use credence_shared::observe::NoObserver;
 use credence_worker::pipeline::metrics::ScoringInput;
 use credence_worker::pipeline::modes::ModeRunner;
 use credence_worker::pipeline::verify::VerifierReport;
@@ -62,6 +63,8 @@ pub fn run(args: RepairArgs) -> anyhow::Result<ExitCode> {
             embeddings: &NoCache,
             generations: &NoCache,
             llm: None,
+            observer: &NoObserver,
+            model: "",
         };
         let outcome = runner
             .run(

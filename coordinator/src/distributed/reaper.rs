@@ -125,6 +125,12 @@ pub async fn serve(
                 tracing::warn!(error = %format!("{e:#}"), "reaper tick failed; retrying next tick")
             }
         }
+        if let Some(m) = &metrics {
+            match conn.store.run_gauges().await {
+                Ok(runs) => m.show_runs(&runs),
+                Err(e) => tracing::warn!(error = %e, "reading run progress for the metrics"),
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}
             _ = stop.changed() => return Ok(()),

@@ -140,7 +140,8 @@ pub fn bar_message(c: &ConfigProgress) -> String {
 
 /// Redraws a run's status every `every` until it completes or settles (nothing more
 /// will happen without `resume`): a live bar per model x dataset x mode with rate and
-/// ETA, or with `json` one status object per line. Returns the last status.
+/// ETA on a terminal; where stderr is not one (a log file, CI), the text status each
+/// time it changes; with `json` one status object per line. Returns the last status.
 pub async fn watch(
     store: &PgStore,
     run_id: &str,
@@ -153,10 +154,19 @@ pub async fn watch(
         .map_err(|e| anyhow::anyhow!("progress template: {e}"))?
         .progress_chars("=> ");
     let mut bars: Vec<ProgressBar> = Vec::new();
+    let live = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_text = String::new();
     loop {
         let status = read(store, run_id).await?;
         if json {
             println!("{}", serde_json::to_string(&status)?);
+        } else if !live {
+            // No terminal to redraw on: the text status, each time it changes.
+            let text = render(&status);
+            if text != last_text {
+                print!("{text}");
+                last_text = text;
+            }
         } else {
             for (i, c) in status.configs.iter().enumerate() {
                 if i == bars.len() {
@@ -175,7 +185,7 @@ pub async fn watch(
             for bar in &bars {
                 bar.finish();
             }
-            if !json {
+            if !json && live {
                 for f in &status.failures {
                     println!("{}", failure_line(f));
                 }

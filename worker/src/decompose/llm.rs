@@ -6,7 +6,6 @@ use super::{DecomposeContext, DecomposeError, Decomposer, Decomposition, LlmHand
 use crate::llm::once::OnceError;
 use crate::llm::{prompt, ChatRequest, GenerateOnce, Generator, PromptKind};
 use async_trait::async_trait;
-use credence_shared::observe::{CacheKind, LlmRequest};
 use std::sync::Arc;
 
 /// A decomposer made of a generator, a prompt and its parser.
@@ -79,20 +78,7 @@ impl Decomposer for LlmDecomposer {
                 },
                 OnceError::Cache(e) => DecomposeError::Cache(e),
             })?;
-        if generated.cached {
-            context.observer.cache(CacheKind::Generation, 1, 0);
-        } else {
-            context.observer.cache(CacheKind::Generation, 0, 1);
-            context.observer.llm_request(
-                context.model,
-                LlmRequest {
-                    prompt_tokens: generated.usage.prompt_tokens.map_or(0, u64::from),
-                    generated_tokens: generated.usage.completion_tokens.map_or(0, u64::from),
-                    seconds: generated.seconds,
-                    retries: 0,
-                },
-            );
-        }
+        generated.report(context.observer, context.model);
         let parsed = prompt::parse(self.prompt, &generated.text);
         Ok(Decomposition {
             claims: parsed.claims,

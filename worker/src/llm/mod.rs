@@ -80,6 +80,8 @@ pub struct Completion {
     pub completion_tokens: Option<u32>,
     /// Wall time of the call that produced it (retries included).
     pub elapsed: Duration,
+    /// Attempts that failed before this answer (a remote backend's retries).
+    pub retries: u32,
 }
 
 /// A generation that failed.

@@ -11,6 +11,7 @@
 
 use super::{ChatRequest, GenerateError, Generator};
 use credence_shared::cache::{CachedGeneration, GenerationCache, TokenUsage};
+use credence_shared::observe::{CacheKind, JobObserver, LlmRequest};
 use credence_shared::store::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,8 @@ pub struct Generated {
     /// Seconds the model took to generate it, also when it came from the cache (what it
     /// cost then; 0 when the cache did not record it).
     pub seconds: f64,
+    /// Attempts that failed before a fresh generation succeeded.
+    pub retries: u32,
 }
 
 impl Generated {
@@ -52,7 +55,27 @@ impl Generated {
             cached: true,
             usage: TokenUsage::default(),
             seconds: hit.seconds.unwrap_or(0.0),
+            retries: 0,
         }
+    }
+
+    /// Reports this generation of `model` to `observer`: a generation-cache hit, or a
+    /// miss and the model request it took (tokens, seconds, retries).
+    pub fn report(&self, observer: &dyn JobObserver, model: &str) {
+        if self.cached {
+            observer.cache(CacheKind::Generation, 1, 0);
+            return;
+        }
+        observer.cache(CacheKind::Generation, 0, 1);
+        observer.llm_request(
+            model,
+            LlmRequest {
+                prompt_tokens: self.usage.prompt_tokens.map_or(0, u64::from),
+                generated_tokens: self.usage.completion_tokens.map_or(0, u64::from),
+                seconds: self.seconds,
+                retries: u64::from(self.retries),
+            },
+        );
     }
 }
 
@@ -188,6 +211,7 @@ impl GenerateOnce {
                     cached: false,
                     usage,
                     seconds: completion.elapsed.as_secs_f64(),
+                    retries: completion.retries,
                 });
             }
             // Another worker is generating it: look again soon.

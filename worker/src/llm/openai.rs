@@ -267,6 +267,7 @@ impl Generator for OpenAiBackend {
                         prompt_tokens: answer.prompt_tokens,
                         completion_tokens: answer.completion_tokens,
                         elapsed: started.elapsed(),
+                        retries: attempt,
                     });
                 }
                 Attempt::Rejected { status, message } => {

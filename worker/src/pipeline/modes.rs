@@ -18,7 +18,7 @@ use super::verify::VerifierReport;
 use crate::decompose::LlmHandle;
 use credence_shared::cache::{EmbeddingCache, GenerationCache};
 use credence_shared::domain::{Example, Mode};
-use credence_shared::observe::{Stage, StageTimes};
+use credence_shared::observe::{JobObserver, Stage, StageTimes};
 use credence_shared::Claim;
 use serde::Serialize;
 use std::time::Instant;
@@ -120,6 +120,10 @@ pub struct ModeRunner<'a> {
     pub generations: &'a dyn GenerationCache,
     /// The decomposer's model, if it has one.
     pub llm: Option<LlmHandle<'a>>,
+    /// Where the LLM tier's requests and generation-cache lookups are reported.
+    pub observer: &'a dyn JobObserver,
+    /// The model's name in the sweep (the observer's label).
+    pub model: &'a str,
 }
 
 impl ModeRunner<'_> {
@@ -314,6 +318,8 @@ impl ModeRunner<'_> {
             let out = self_repair::self_repair(
                 llm,
                 self.generations,
+                self.observer,
+                self.model,
                 &examples[i].text,
                 &claims[i],
                 &findings,

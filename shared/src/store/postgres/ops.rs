@@ -65,6 +65,47 @@ pub struct FailedJob {
     pub error: String,
 }
 
+/// Where an active run stands, for the coordinator's gauges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunGauges {
+    /// The run.
+    pub run_id: String,
+    /// Jobs with committed results.
+    pub done: u64,
+    /// Jobs a worker is on.
+    pub running: u64,
+    /// Jobs planned or queued.
+    pub waiting: u64,
+    /// Jobs that failed their last delivery.
+    pub failed: u64,
+    /// Jobs cancelled.
+    pub cancelled: u64,
+    /// Examples with committed results.
+    pub examples_done: u64,
+    /// Examples of the jobs still waiting or running.
+    pub examples_open: u64,
+    /// Seconds since the run's first job started (none before one did).
+    pub seconds_since_start: Option<f64>,
+}
+
+impl RunGauges {
+    /// Seconds until the jobs still waiting or running have results, at the run's rate
+    /// so far (examples done over the seconds since its first job started): 0 when none
+    /// is left (failed and cancelled jobs wait for `resume`, not for time), none before
+    /// the first result.
+    pub fn eta_seconds(&self) -> Option<f64> {
+        if self.examples_open == 0 {
+            return Some(0.0);
+        }
+        let elapsed = self.seconds_since_start.filter(|s| *s > 0.0)?;
+        if self.examples_done == 0 {
+            return None;
+        }
+        let rate = self.examples_done as f64 / elapsed;
+        Some(self.examples_open as f64 / rate)
+    }
+}
+
 /// A job whose worker stopped sending heartbeats.
 #[derive(Debug, Clone)]
 pub struct StaleJob {
@@ -215,6 +256,45 @@ impl PgStore {
                 })
             })
             .collect()
+    }
+
+    /// Jobs and examples of every active (not cancelled) run, by state.
+    pub async fn run_gauges(&self) -> Result<Vec<RunGauges>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT j.run_id,
+                    count(*) FILTER (WHERE j.state = 'done'),
+                    count(*) FILTER (WHERE j.state = 'running'),
+                    count(*) FILTER (WHERE j.state IN ('planned', 'queued')),
+                    count(*) FILTER (WHERE j.state = 'failed'),
+                    count(*) FILTER (WHERE j.state = 'cancelled'),
+                    coalesce(sum(j.len) FILTER (WHERE j.state = 'done'), 0)::int8,
+                    coalesce(sum(j.len) FILTER
+                        (WHERE j.state IN ('planned', 'queued', 'running')), 0)::int8,
+                    extract(epoch FROM (now() - min(j.started_at)))::float8
+             FROM jobs j JOIN runs r USING (run_id)
+             WHERE r.state = 'active'
+             GROUP BY j.run_id ORDER BY j.run_id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .map_err(StoreError::query("run gauges"))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let n = |i: usize| r.get::<i64, _>(i).max(0) as u64;
+                RunGauges {
+                    run_id: r.get(0),
+                    done: n(1),
+                    running: n(2),
+                    waiting: n(3),
+                    failed: n(4),
+                    cancelled: n(5),
+                    examples_done: n(6),
+                    examples_open: n(7),
+                    seconds_since_start: r.get(8),
+                }
+            })
+            .collect())
     }
 
     /// Jobs of the run that failed their last delivery, in plan order.

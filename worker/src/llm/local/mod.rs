@@ -518,6 +518,7 @@ impl Generator for LocalBackend {
             prompt_tokens: Some(g.prompt_tokens as u32),
             completion_tokens: Some(g.ids.len() as u32),
             elapsed: started.elapsed(),
+            retries: 0,
         })
     }
 }

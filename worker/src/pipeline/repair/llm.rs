@@ -14,6 +14,7 @@ use crate::llm::{prompt, ChatMessage, ChatRequest, GenerateError, PromptKind};
 use crate::nlp::Doc;
 use crate::pipeline::verify::VerifierReport;
 use credence_shared::cache::GenerationCache;
+use credence_shared::observe::JobObserver;
 use credence_shared::store::StoreError;
 use credence_shared::Claim;
 use serde::{Deserialize, Serialize};
@@ -160,6 +161,8 @@ pub fn messages(
 pub async fn self_repair(
     llm: LlmHandle<'_>,
     cache: &dyn GenerationCache,
+    observer: &dyn JobObserver,
+    model: &str,
     source: &str,
     claims: &[Claim],
     findings: &[String],
@@ -175,6 +178,7 @@ pub async fn self_repair(
     };
     match llm.once.generate(cache, VERSION, &request).await {
         Ok(generated) => {
+            generated.report(observer, model);
             let parsed = prompt::parse(PromptKind::Credence, &generated.text);
             let cached_seconds = if generated.cached {
                 generated.seconds
