@@ -5,6 +5,8 @@
 
 #[path = "distributed/faults.rs"]
 mod faults;
+#[path = "distributed/observability.rs"]
+mod observability;
 #[path = "distributed/support.rs"]
 mod support;
 
@@ -399,6 +401,84 @@ fn clean_commands_print_no_errors_on_exit() {
             "credence {args:?} printed errors on a clean run:\n{stderr}"
         );
     }
+}
+
+/// `sweep status --watch` follows a run from before its jobs are published to its end,
+/// then exits 0: under a pseudo-terminal (`script`) it redraws live bars; with no
+/// terminal it prints the text status each time it changes.
+#[test]
+fn sweep_status_watch_follows_a_run_until_it_completes() {
+    let Some(mut c) = Cluster::new("watch", false) else {
+        return;
+    };
+    let sweep = c.write_sweep("watch", 24, 3).display().to_string();
+    c.ok(&["sweep", "launch", &sweep, "--plan-only"]);
+    let watch = format!(
+        "{} sweep status watch --watch --interval 0.2",
+        env!("CARGO_BIN_EXE_credence")
+    );
+    let on_terminal = c
+        .command("script")
+        .args(["-qefc", &watch, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs the watch under a pseudo-terminal");
+    let in_a_log = c
+        .credence()
+        .args(["sweep", "status", "watch", "--watch", "--interval", "0.2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("credence sweep status --watch");
+    // Both watch the planned run for a while before anything is published.
+    std::thread::sleep(Duration::from_secs(2));
+    c.ok(&["sweep", "resume", "watch"]);
+    c.spawn_worker(&[]);
+    c.spawn_worker(&[]);
+
+    let log = wait_for_output(in_a_log, Duration::from_secs(180));
+    let text = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&log.stderr)
+    );
+    assert!(text.starts_with("run watch\n"), "{text}");
+    assert!(
+        text.contains("in progress"),
+        "the first status, before publishing: {text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("sentence-split / gen / base ")
+                && l.contains("] 8/8 jobs 24/24 ex")),
+        "a finished bar: {text}"
+    );
+    assert!(
+        text.matches("run watch\n").count() >= 2,
+        "the status again once it changed: {text}"
+    );
+    assert_eq!(text.lines().last(), Some("complete"), "{text}");
+
+    let term = wait_for_output(on_terminal, Duration::from_secs(180));
+    let screen = String::from_utf8_lossy(&term.stdout);
+    assert!(
+        term.status.success(),
+        "{screen}{}",
+        String::from_utf8_lossy(&term.stderr)
+    );
+    assert!(
+        screen.contains("conjunction-oracle / gen / all"),
+        "{screen}"
+    );
+    assert!(screen.contains(" ex  "), "a bar's count: {screen}");
+    // Redrawn in place: cursor movement, not one line per refresh.
+    assert!(screen.contains("\x1b["), "no redraw escapes: {screen:?}");
+    // The verdict after the bars (a terminal of unknown width gets no line breaks
+    // between redraws).
+    assert!(screen.trim_end().ends_with("complete"), "{screen:?}");
 }
 
 /// Waits for a child to exit (reading its output meanwhile, so a full pipe never stalls

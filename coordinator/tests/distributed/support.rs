@@ -205,7 +205,13 @@ impl Cluster {
 
     /// `credence` with this cluster's servers in its environment.
     pub fn credence(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_credence"));
+        self.command(env!("CARGO_BIN_EXE_credence"))
+    }
+
+    /// `program` with this cluster's servers in its environment (e.g. `script`, which
+    /// runs `credence` under a pseudo-terminal).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
         c.env("RUST_LOG", "warn")
             .env("CREDENCE_DATABASE_URL", &self.db_url)
             .env("CREDENCE_BROKER_URL", broker_url())
