@@ -44,12 +44,13 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
             .expect("the benchmark builds");
         sources.extend(built.examples);
     }
-    // Each source twice: once split into sentences, once by the conjunction oracle.
+    // Each source twice: once split into sentences (the rule splitter), once by the
+    // conjunction oracle.
     let mut examples = Vec::new();
     let mut lists: Vec<Vec<String>> = Vec::new();
     for ex in &sources {
         for claims in [
-            credence_worker::decompose::sentence_split::split_sentences(&ex.text)
+            credence_shared::sentences::split_sentences(&ex.text)
                 .into_iter()
                 .filter_map(credence_worker::decompose::as_claim)
                 .collect::<Vec<_>>(),

@@ -9,9 +9,9 @@
 //! never split. Verbs are recognised from a lexicon of auxiliaries and common verbs, and
 //! the `-ed` past form of lower-case words.
 
-use super::sentence_split::split_sentences;
 use super::{as_claim, DecomposeContext, DecomposeError, Decomposer, Decomposition};
 use async_trait::async_trait;
+use credence_shared::sentences::split_sentences;
 
 const AUXILIARIES: &[&str] = &[
     "is", "are", "was", "were", "be", "been", "am", "has", "have", "had", "do", "does", "did",

@@ -191,7 +191,16 @@ pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
 /// weights are read beyond what the fingerprint needs.
 pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
     match &spec.backend {
-        ModelBackend::SentenceSplit => Ok(Box::new(SentenceSplit::new())),
+        ModelBackend::SentenceSplit => {
+            // The pipeline folder the verifier finds by default ($CREDENCE_MODELS_DIR or
+            // the nearest models/).
+            let dir = crate::embed::locate(crate::nlp::PIPELINE_NAME, None);
+            let splitter = SentenceSplit::load(&dir).map_err(|e| DecomposeError::Load {
+                model: spec.name.clone(),
+                message: e.to_string(),
+            })?;
+            Ok(Box::new(splitter))
+        }
         ModelBackend::ConjunctionOracle => Ok(Box::new(ConjunctionOracle::new())),
         ModelBackend::Openai {
             base_url,

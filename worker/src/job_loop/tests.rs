@@ -2,7 +2,7 @@
 //! unreachable, against the in-process queue and a real SQLite store.
 
 use super::*;
-use crate::decompose::{Decomposer, SentenceSplit};
+use crate::decompose::{ConjunctionOracle, Decomposer};
 use async_trait::async_trait;
 use credence_shared::aggregation::Aggregation as StoreAggregation;
 use credence_shared::cache::{EmbeddingCache, GenerationCache, TokenUsage};
@@ -236,7 +236,7 @@ async fn planned_store(dir: &std::path::Path, outage: u32) -> (FlakyStore, Job) 
     };
     let models = [PlannedModel {
         name: "m".into(),
-        fingerprint: SentenceSplit::new().fingerprint().to_string(),
+        fingerprint: ConjunctionOracle::new().fingerprint().to_string(),
     }];
     let datasets = [PlannedDataset {
         id: "d".into(),
@@ -284,7 +284,7 @@ async fn consume_observed(
     queue.close();
     let mut consumer = queue.consume("q").await.unwrap();
     let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
-    decomposers.insert("m".into(), Arc::new(SentenceSplit::new()));
+    decomposers.insert("m".into(), Arc::new(ConjunctionOracle::new()));
     let handler = JobHandler::new(decomposers);
     let settings = LoopSettings {
         worker_id: "w".into(),

@@ -57,6 +57,32 @@ pub const MODEL_FILES: [(&str, &str); 12] = [
     ),
 ];
 
+/// The sentence recognizer (`senter`), disabled in the shipped pipeline: read only by
+/// the sentence-splitter baseline, so it is not part of [`MODEL_FILES`] (nor of the
+/// parser's fingerprint).
+pub const SENTER_FILE: (&str, &str) = (
+    "senter/model",
+    "b69e7174a0b6307739adec3c8053ac45fdbad7171c4d3d8bfcd9713ecbc01f8c",
+);
+
+/// The bytes of `dir/name`, whose sha256 must be `expected`.
+pub fn read_checked(dir: &Path, name: &str, expected: &'static str) -> Result<Vec<u8>, NlpError> {
+    let path = dir.join(name);
+    let bytes = std::fs::read(&path).map_err(|source| NlpError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let found = hex::encode(Sha256::digest(&bytes));
+    if found != expected {
+        return Err(NlpError::Hash {
+            path,
+            expected,
+            found,
+        });
+    }
+    Ok(bytes)
+}
+
 /// The verified bytes of every file in [`MODEL_FILES`].
 pub struct ModelFiles {
     files: Vec<(&'static str, Vec<u8>)>,
@@ -67,20 +93,7 @@ impl ModelFiles {
     pub fn read(dir: &Path) -> Result<Self, NlpError> {
         let mut files = Vec::with_capacity(MODEL_FILES.len());
         for (name, expected) in MODEL_FILES {
-            let path = dir.join(name);
-            let bytes = std::fs::read(&path).map_err(|source| NlpError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            let found = hex::encode(Sha256::digest(&bytes));
-            if found != expected {
-                return Err(NlpError::Hash {
-                    path,
-                    expected,
-                    found,
-                });
-            }
-            files.push((name, bytes));
+            files.push((name, read_checked(dir, name, expected)?));
         }
         Ok(ModelFiles { files })
     }

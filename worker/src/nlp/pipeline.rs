@@ -8,7 +8,7 @@ use super::biluo::{biluo_moves, BiluoMove, BiluoState};
 use super::doc::{Doc, Entity, FeatureIds, Token};
 use super::layers::{argmax, Linear};
 use super::lexeme::{Lexeme, NormTable};
-use super::model_dir::ModelFiles;
+use super::model_dir::{read_checked, ModelFiles, SENTER_FILE};
 use super::msgpack::{self, Value};
 use super::parser_model::{ParserNetwork, Precomputed, TransitionState};
 use super::thinc::ThincModel;
@@ -63,9 +63,45 @@ pub struct Nlp {
     ner: ParserNetwork,
     ner_actions: ActionTable<BiluoMove>,
     ruler: AttributeRuler,
+    /// The sentence recognizer, when loaded ([`Nlp::load_with_senter`]).
+    senter: Option<Senter>,
     /// Lexical attributes of token texts already seen, shared by all threads (like
     /// spaCy's vocab).
     lexemes: Mutex<HashMap<String, Arc<Lexeme>>>,
+}
+
+/// spaCy's `senter`: its tok2vec and the softmax over I / S.
+struct Senter {
+    tok2vec: Tok2Vec,
+    softmax: Linear,
+}
+
+impl Senter {
+    /// The sentences of one prepared doc from its tokvecs.
+    fn sentences(&self, p: &Prepared<'_>, tokvecs: &[f32]) -> Vec<String> {
+        let n = p.tokens.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let scores = self.softmax.forward(tokvecs, n);
+        // spaCy's `SentenceRecognizer.set_annotations`: label 1 (S) starts a sentence;
+        // `Doc.sents` always starts one at the first token.
+        let starts: Vec<usize> = (0..n)
+            .filter(|&i| i == 0 || argmax(&scores[i * 2..i * 2 + 2]) == Some(1))
+            .collect();
+        // Token offsets are in code points; slice the text by byte offsets.
+        let bytes: Vec<usize> = p.text.char_indices().map(|(b, _)| b).collect();
+        let at = |cp: usize| bytes.get(cp).copied().unwrap_or(p.text.len());
+        let end_of = |t: &RawToken| at(t.idx + t.text.chars().count());
+        starts
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| {
+                let last = starts.get(k + 1).map_or(n, |&next| next) - 1;
+                p.text[at(p.tokens[s].idx)..end_of(&p.tokens[last])].to_string()
+            })
+            .collect()
+    }
 }
 
 /// An arc-eager parse driven through the parser's action table.
@@ -265,8 +301,76 @@ impl Nlp {
             ner,
             ner_actions: ActionTable::new(ner_moves),
             ruler,
+            senter: None,
             lexemes: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Loads the pipeline and its sentence recognizer (`senter`, disabled in the
+    /// shipped config): spaCy's `spacy.Tagger.v2` over its own width-16 tok2vec, whose
+    /// two labels are I(nside) and S(tart) of a sentence.
+    pub fn load_with_senter(dir: impl AsRef<Path>) -> Result<Self, NlpError> {
+        let mut nlp = Nlp::load(dir.as_ref())?;
+        let (name, sha) = SENTER_FILE;
+        let bytes = read_checked(dir.as_ref(), name, sha)?;
+        let model = ThincModel::parse(name, &bytes)?;
+        let tok2vec = Tok2Vec::from_model(&model)?;
+        let softmax = model
+            .nodes
+            .iter()
+            .find(|n| n.name == "softmax")
+            .ok_or_else(|| format_error(name, "softmax", "no such node"))?;
+        let softmax = model.linear(softmax)?;
+        if softmax.n_out != 2 || softmax.n_in != tok2vec.width() {
+            return Err(format_error(
+                name,
+                "softmax.W",
+                format!(
+                    "{} x {}, expected 2 labels over the tok2vec's {}",
+                    softmax.n_out,
+                    softmax.n_in,
+                    tok2vec.width()
+                ),
+            ));
+        }
+        nlp.senter = Some(Senter { tok2vec, softmax });
+        Ok(nlp)
+    }
+
+    /// The sentences the sentence recognizer finds in each text, as spaCy's
+    /// `[s.text for s in doc.sents]` with `senter` enabled and no parser: a sentence
+    /// runs from a token labelled S (or the first token) to the next, and its text is the
+    /// source's own, from its first token to the end of its last (trailing whitespace
+    /// excluded). On the current rayon pool, in input order.
+    pub fn senter_sentences<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+    ) -> Result<Vec<Vec<String>>, NlpError> {
+        let senter = self.senter.as_ref().ok_or_else(|| {
+            format_error(
+                SENTER_FILE.0,
+                "senter",
+                "not loaded (Nlp::load_with_senter loads it)",
+            )
+        })?;
+        Ok(self
+            .batches(texts)
+            .into_par_iter()
+            .map(|docs| {
+                let feats: Vec<Vec<u64>> = docs
+                    .iter()
+                    .map(|p| Self::features(p, &senter.tok2vec.columns))
+                    .collect();
+                let tokvecs = senter.tok2vec.forward(&feats);
+                docs.iter()
+                    .zip(&tokvecs)
+                    .map(|(p, t2v)| senter.sentences(p, t2v))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flatten()
+            .collect())
     }
 
     /// The tokenizer alone.

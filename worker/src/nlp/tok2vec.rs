@@ -119,11 +119,13 @@ impl Tok2Vec {
                 format!("{} tables for {} columns", embeds.len(), columns.len()),
             ));
         }
-        if maxouts.len() != 5 || norms.len() != 5 {
+        // The embed reducer, then one residual layer per depth: 4 in the shared tok2vec
+        // and the NER's, 2 in the senter's.
+        if maxouts.len() < 2 || maxouts.len() != norms.len() {
             return Err(bad(
                 "maxout",
                 format!(
-                    "{} maxout / {} layernorm layers, expected 5 / 5",
+                    "{} maxout / {} layernorm layers, expected the same number, at least 2",
                     maxouts.len(),
                     norms.len()
                 ),
