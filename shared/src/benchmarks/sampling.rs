@@ -39,6 +39,21 @@ pub fn pick<'a, T>(rng: &mut ChaCha20Rng, items: &'a [T]) -> &'a T {
     &items[below(rng, items.len() as u64) as usize]
 }
 
+/// One value of `(value, weight)` pairs, with probability weight / total weight: draws
+/// `below(total)` and walks the pairs in order. Weights are integers so that the choice
+/// is exact; the total must be positive.
+pub fn weighted<T: Copy>(rng: &mut ChaCha20Rng, choices: &[(T, u64)]) -> T {
+    let total: u64 = choices.iter().map(|&(_, w)| w).sum();
+    let mut x = below(rng, total);
+    for &(value, w) in choices {
+        if x < w {
+            return value;
+        }
+        x -= w;
+    }
+    unreachable!("x < total = the sum of the weights")
+}
+
 /// Shuffles in place: for i from len-1 down to 1, swap item i with item `below(i + 1)`.
 pub fn shuffle<T>(rng: &mut ChaCha20Rng, items: &mut [T]) {
     for i in (1..items.len()).rev() {
@@ -84,5 +99,16 @@ mod tests {
             "{counts:?}"
         );
         assert_eq!(below(&mut rng, 1), 0);
+    }
+
+    #[test]
+    fn weighted_follows_the_weights_and_skips_zero() {
+        let mut rng = stream(7, 0);
+        let mut counts = [0u32; 3];
+        for _ in 0..40_000 {
+            counts[weighted(&mut rng, &[(0usize, 1), (1, 0), (2, 3)])] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        assert!((9_400..10_600).contains(&counts[0]), "{counts:?}");
     }
 }
