@@ -34,8 +34,9 @@ struct BuildArgs {
     #[arg(value_parser = parse_benchmark)]
     name: Benchmark,
     /// The source corpus file, or its folder: WikiSplit test.tsv, AG News test.csv,
-    /// FEVER paper_dev.jsonl, PropSegmEnt propositions.dev.json (with
-    /// document_clusters.dev.json beside it).
+    /// PropSegmEnt propositions.dev.json (with document_clusters.dev.json beside it); for
+    /// socialclaimsplit-100/1000 the data folder holding fever/, scifact/, covidfact/ and
+    /// liar-plus/.
     #[arg(long)]
     source: PathBuf,
     /// The JSONL file to write.

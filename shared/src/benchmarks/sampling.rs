@@ -9,7 +9,7 @@ use rand_chacha::ChaCha20Rng;
 
 /// A ChaCha20 stream of `seed`: stream 0 is a build's main shuffle; the other streams
 /// serve independent parts (ClaimDecompBench's class c uses stream c, SocialClaimSplit's
-/// pair k stream k + 1), so one part's draws do not depend on how many others are built.
+/// post k stream 16 + k), so one part's draws do not depend on how many others are built.
 pub fn stream(seed: u64, stream: u64) -> ChaCha20Rng {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     rng.set_stream(stream);
