@@ -1,7 +1,8 @@
 //! `credence dataset build` and `credence dataset stats` as a user runs them, on the real
-//! WikiSplit test file in `../shared/data`: two builds give the same bytes, the printed
-//! sha256 is the file's, and stats prints the counts and the marker profile. Under
-//! `CI=true` a missing corpus fails the test; elsewhere it is skipped.
+//! corpora in `../shared/data`: two builds give the same bytes, the printed sha256 is the
+//! file's, stats prints the counts and the marker profile, and for SocialClaimSplit
+//! (built from the data folder) the paper's figures beside them. Under `CI=true` a
+//! missing corpus fails the test; elsewhere it is skipped.
 
 #[path = "../../shared/tests/support/skip.rs"]
 mod skip;
@@ -10,12 +11,26 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn wiki_split() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/wiki-split");
+fn corpus(name: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data")
+        .join(name);
     if dir.is_dir() {
         return Some(dir);
     }
     skip::skip(&format!("corpus {} not found", dir.display()))
+}
+
+fn wiki_split() -> Option<PathBuf> {
+    corpus("wiki-split")
+}
+
+/// The data folder, when it holds SocialClaimSplit's four corpora.
+fn social_data() -> Option<PathBuf> {
+    for name in ["fever", "scifact", "covidfact", "liar-plus"] {
+        corpus(name)?;
+    }
+    corpus(".")
 }
 
 fn credence(args: &[&str]) -> Output {
@@ -81,6 +96,95 @@ fn build_twice_same_bytes_then_stats() {
     let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(json["examples"], 100);
     assert_eq!(json["sha256"], hex::encode(Sha256::digest(&files[0])));
+}
+
+#[test]
+fn socialclaimsplit_from_the_data_folder_with_the_paper_beside_its_stats() {
+    let Some(data) = social_data() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // Named like the benchmark, so that stats knows which paper figures to show.
+    let out = tmp.path().join("socialclaimsplit-100.jsonl");
+    let run = credence(&[
+        "dataset",
+        "build",
+        "socialclaimsplit-100",
+        "--source",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("100 examples written"), "{stdout}");
+    for step in [
+        "fever: claims in fever/paper_dev.jsonl",
+        "liar-plus: atomic",
+        "distinct claims over the four corpora",
+        "because in 72 and but in 62 of them by quota",
+    ] {
+        assert!(stderr.contains(step), "{step}: {stderr}");
+    }
+
+    let run = credence(&["dataset", "stats", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    let line = |start: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?} in {stdout}"))
+            .to_string()
+    };
+    assert!(
+        line("references").ends_with("paper 10.8 (Social-100, T 1423)"),
+        "{stdout}"
+    );
+    assert!(
+        line("  because").starts_with("  because     72.0%  (72)"),
+        "{stdout}"
+    );
+    assert!(
+        line("  because").ends_with("paper 72.0% (Social-100, T 920)"),
+        "{stdout}"
+    );
+    assert!(
+        line("  but").ends_with("paper 62.0% (Social-100, T 920)"),
+        "{stdout}"
+    );
+    assert!(line("sentences").starts_with("sentences     "), "{stdout}");
+    let run = credence(&["dataset", "stats", "--json", out.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(json["paper"]["references"]["value"], 10.8);
+    // Another name: the paper's figures by --benchmark, or none.
+    let renamed = tmp.path().join("mine.jsonl");
+    std::fs::copy(&out, &renamed).unwrap();
+    let run = credence(&["dataset", "stats", renamed.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&run.stdout).contains("paper"));
+    let run = credence(&[
+        "dataset",
+        "stats",
+        "--benchmark",
+        "socialclaimsplit-1000",
+        renamed.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&run.stdout).contains("paper 10.8 (Social-100, T 1423)"));
+
+    // The FEVER folder alone, as the old two-claim build took, is refused.
+    let run = credence(&[
+        "dataset",
+        "build",
+        "socialclaimsplit-1000",
+        "--source",
+        data.join("fever").to_str().unwrap(),
+        "--out",
+        tmp.path().join("x.jsonl").to_str().unwrap(),
+    ]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("not the corpora folder"), "{stderr}");
 }
 
 #[test]

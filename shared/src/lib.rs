@@ -5,8 +5,8 @@
 //! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
 //! that needs no model ([`metrics`]), and the Prometheus endpoint of the distributed
 //! engine's processes ([`telemetry`]). Text rules that need no model live here too: tier-1
-//! entities ([`entities`]), sentence boundaries ([`sentences`]), and the benchmark
-//! builders ([`benchmarks`]). Nothing in this crate loads a model.
+//! entities ([`entities`]), sentence boundaries ([`sentences`]), the paper's word lists
+//! ([`lexicon`]) and the benchmark builders ([`benchmarks`]). Nothing in this crate loads a model.
 
 pub mod aggregation;
 pub mod audit;
@@ -16,6 +16,7 @@ pub mod dataset;
 pub mod domain;
 pub mod entities;
 pub mod job;
+pub mod lexicon;
 pub mod metrics;
 pub mod observe;
 pub mod queue;

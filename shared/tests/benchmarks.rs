@@ -141,13 +141,39 @@ fn wikisplit_bench_100_and_1000() {
     );
 }
 
+/// The data folder holding SocialClaimSplit's four corpora, or None (skip) outside CI
+/// when one is missing.
+fn social_corpora() -> Option<PathBuf> {
+    let mut data = None;
+    for c in socialclaimsplit::Corpus::ALL {
+        data = Some(corpus(c.name())?.parent()?.to_path_buf());
+    }
+    data
+}
+
+/// Every claim text of SocialClaimSplit's corpora, read here independently of the
+/// builder: the `claim` field of each JSON line, trimmed.
+fn corpus_claims(data: &Path) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for corpus in socialclaimsplit::Corpus::ALL {
+        for file in corpus.files() {
+            let text = std::fs::read_to_string(data.join(file)).unwrap();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                let row: serde_json::Value = serde_json::from_str(line).unwrap();
+                out.insert(row["claim"].as_str().unwrap().trim().to_string());
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn socialclaimsplit_100_and_1000() {
-    let Some(dir) = corpus("fever") else {
+    let Some(data) = social_corpora() else {
         return;
     };
-    let small = build(Benchmark::SocialClaimSplit100, &dir);
-    let large = build(Benchmark::SocialClaimSplit1000, &dir);
+    let small = build(Benchmark::SocialClaimSplit100, &data);
+    let large = build(Benchmark::SocialClaimSplit1000, &data);
     assert_eq!(small.len(), 100);
     assert_eq!(large.len(), 1000);
     let small_claims: HashSet<&str> = small
@@ -161,44 +187,111 @@ fn socialclaimsplit_100_and_1000() {
             .all(|r| !small_claims.contains(r.as_str())),
         "a claim is in both"
     );
-    for (set, n) in [(&small, 25), (&large, 250)] {
+    let sources = corpus_claims(&data);
+    for set in [&small, &large] {
         let stats = profile::profile(set);
-        for m in socialclaimsplit::MARKERS {
-            let share = stats.markers.iter().find(|s| s.marker == m).unwrap();
-            assert_eq!(share.examples, n, "{m}");
-        }
+        let n = set.len();
+        assert!(
+            (8.0..=13.0).contains(&stats.references.mean),
+            "{n}: {} references per example",
+            stats.references.mean
+        );
+        let share = |m: &str| stats.markers.iter().find(|s| s.marker == m).unwrap().share;
+        assert!(
+            (share("because") - profile::PAPER_SOCIAL_BECAUSE).abs() <= 0.10,
+            "{n}: because in {}",
+            share("because")
+        );
+        assert!(
+            (share("but") - profile::PAPER_SOCIAL_BUT).abs() <= 0.10,
+            "{n}: but in {}",
+            share("but")
+        );
+        let mut claims = HashSet::new();
         for e in set.iter() {
-            assert_eq!(e.references.len(), 2);
+            let sentences = e.meta["sentences"].as_array().unwrap();
+            assert!((4..=6).contains(&sentences.len()), "{}", e.id);
             let lower = e.text.to_lowercase();
-            for r in &e.references {
-                assert!(socialclaimsplit::is_atomic(r), "{}: {r:?}", e.id);
-                let body = r.trim_end_matches('.').to_lowercase();
-                assert!(lower.contains(&body), "{}: {r:?} not in {:?}", e.id, e.text);
+            let mut refs = e.references.iter();
+            for sentence in sentences {
+                let n = sentence["claims"].as_u64().unwrap() as usize;
+                // A relative clause takes the subject of the sentence's first two claims.
+                let subject = sentence["subject"].as_str().unwrap_or_default();
+                for (i, r) in refs.by_ref().take(n).enumerate() {
+                    assert!(claims.insert(r.as_str()), "{}: {r:?} used twice", e.id);
+                    assert!(sources.contains(r), "{}: {r:?} not in the corpora", e.id);
+                    assert!(socialclaimsplit::is_atomic(r), "{}: {r:?}", e.id);
+                    let mut body = socialclaimsplit::surface::clause(r, false);
+                    if i < 2 && !subject.is_empty() {
+                        body = body[subject.len() + 1..].to_string();
+                    }
+                    let body = socialclaimsplit::surface::lower_starter(&body).to_lowercase();
+                    assert!(lower.contains(&body), "{}: {r:?} not in {:?}", e.id, e.text);
+                }
+            }
+            assert!(
+                refs.next().is_none(),
+                "{}: more references than claims",
+                e.id
+            );
+            for (i, a) in e.references.iter().enumerate() {
+                for b in &e.references[i + 1..] {
+                    assert!(
+                        !socialclaimsplit::near_duplicate(a, b),
+                        "{}: {a:?} / {b:?}",
+                        e.id
+                    );
+                }
             }
         }
     }
-    check_stable(Benchmark::SocialClaimSplit100, &dir, &small);
-    check_stable(Benchmark::SocialClaimSplit1000, &dir, &large);
-    // Checked by hand against FEVER claims 5600 / 26332 and 172767 / 172762.
-    let e = by_id(&small, "social-5600-26332");
+    check_stable(Benchmark::SocialClaimSplit100, &data, &small);
+    check_stable(Benchmark::SocialClaimSplit1000, &data, &large);
+    // Checked by hand against LIAR-PLUS val2.jsonl lines 438, 977, 166, 964, 1241 and
+    // test2.jsonl lines 175, 1167, 476.
+    let e = by_id(&small, "social-liar-plus-11630");
+    assert_eq!(e.meta["corpus"], "liar-plus");
+    let ids: Vec<&str> = e.meta["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        e.text,
-        "tbh Kelly Preston starred in The Cat in the Hat, but Kelly Preston was not in The Cat in the Hat"
+        ids,
+        ["11630", "10827", "5461", "6843", "3034", "4925", "2290", "11025"]
+    );
+    assert_eq!(e.meta["claims"][3]["label"], "pants-fire");
+    assert_eq!(
+        e.references[0],
+        "More black babies are aborted in NYC than born."
     );
     assert_eq!(
-        e.references,
-        [
-            "Kelly Preston starred in The Cat in the Hat.",
-            "Kelly Preston was not in The Cat in the Hat."
-        ]
+        e.references[7],
+        "Six thousand people have sought addiction treatment through expanded Medicaid."
     );
-    assert_eq!(e.meta["labels"], serde_json::json!(["SUPPORTS", "REFUTES"]));
-    let e = by_id(&small, "social-172767-172762");
+    assert!(e.text.starts_with(
+        "fun fact: more black babies are aborted in NYC than born because the state budget"
+    ));
+    // FEVER claims 172465 and 172479 (paper_dev.jsonl lines 6796 and 4892), folded into
+    // a relative clause over their page's name.
+    let e = by_id(&small, "social-fever-109335");
+    assert!(
+        e.text.contains(
+            "Matteo Renzi, who was born on January 11th, 1975, was once the Prime Minister of Italy."
+        ),
+        "{}",
+        e.text
+    );
+    let at = e
+        .references
+        .iter()
+        .position(|r| r == "Matteo Renzi was born on January 11th, 1975.")
+        .unwrap();
     assert_eq!(
-        e.text,
-        "The Beach was only directed by John Daly because The Beach is an adventure drama novel."
+        e.references[at + 1],
+        "Matteo Renzi was once the Prime Minister of Italy."
     );
-    assert_eq!(e.meta["marker"], "because");
 }
 
 #[test]
@@ -250,22 +343,6 @@ fn malformed_source_lines_are_named() {
             ":1234: expected 2 tab-separated columns",
         ),
         (
-            "fever",
-            "paper_dev.jsonl",
-            Benchmark::SocialClaimSplit100,
-            4321,
-            "{\"id\": 1, \"label\": \"SUPPORTS\"",
-            ":4321: invalid JSON at column",
-        ),
-        (
-            "fever",
-            "paper_dev.jsonl",
-            Benchmark::SocialClaimSplit1000,
-            7,
-            "{\"id\": \"x\", \"label\": \"SUPPORTS\", \"claim\": \"c\", \"evidence\": []}",
-            ":7: invalid JSON at column",
-        ),
-        (
             "propsegment",
             "propositions.dev.json",
             Benchmark::PropSegmentDev,
@@ -291,6 +368,70 @@ fn malformed_source_lines_are_named() {
             .to_string();
         assert!(e.starts_with(&format!("{}{want}", path.display())), "{e}");
     }
+}
+
+#[test]
+fn socialclaimsplit_malformed_lines_and_wrong_folder_are_named() {
+    let Some(data) = social_corpora() else {
+        return;
+    };
+    let cases = [
+        (
+            "fever/paper_dev.jsonl",
+            4321,
+            "{\"id\": 1, \"label\": \"SUPPORTS\"",
+        ),
+        (
+            "fever/paper_dev.jsonl",
+            7,
+            "{\"id\": \"x\", \"label\": \"SUPPORTS\", \"claim\": \"c\", \"evidence\": []}",
+        ),
+        (
+            "liar-plus/dataset/jsonl/test2.jsonl",
+            12,
+            "{\"json_file_id\": 5, \"label\": \"true\", \"claim\": \"c\"}",
+        ),
+    ];
+    for (file, line, bad) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        for c in socialclaimsplit::Corpus::ALL {
+            for f in c.files() {
+                let to = tmp.path().join(f);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(data.join(f), &to).unwrap();
+            }
+        }
+        let text = std::fs::read_to_string(data.join(file)).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[line - 1] = bad;
+        std::fs::write(tmp.path().join(file), lines.join("\n") + "\n").unwrap();
+        let e = benchmarks::build(
+            Benchmark::SocialClaimSplit100,
+            tmp.path(),
+            &BuildOptions::default(),
+            &NoOracle,
+        )
+        .unwrap_err()
+        .to_string();
+        let want = format!(
+            "{}:{line}: invalid JSON at column",
+            tmp.path().join(file).display()
+        );
+        assert!(e.starts_with(&want), "{e}");
+    }
+    let fever = data.join("fever");
+    let e = benchmarks::build(
+        Benchmark::SocialClaimSplit1000,
+        &fever,
+        &BuildOptions::default(),
+        &NoOracle,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with(&format!("{}: not the corpora folder", fever.display())),
+        "{e}"
+    );
 }
 
 #[test]

@@ -21,8 +21,9 @@ enum DatasetCommand {
     /// source rows each filter kept and the sha256 of the file written. The same source
     /// and seed always give the same bytes.
     Build(BuildArgs),
-    /// Print a dataset's counts, references and words per example, categories and marker
-    /// profile (share of examples containing and / but / because / so / ...).
+    /// Print a dataset's counts, references, sentences, words and entities per example,
+    /// categories and marker profile (share of examples containing and / but / because /
+    /// so / ...), beside the paper's figures for the same benchmark.
     Stats(StatsArgs),
 }
 
@@ -33,8 +34,9 @@ struct BuildArgs {
     #[arg(value_parser = parse_benchmark)]
     name: Benchmark,
     /// The source corpus file, or its folder: WikiSplit test.tsv, AG News test.csv,
-    /// FEVER paper_dev.jsonl, PropSegmEnt propositions.dev.json (with
-    /// document_clusters.dev.json beside it).
+    /// PropSegmEnt propositions.dev.json (with document_clusters.dev.json beside it); for
+    /// socialclaimsplit-100/1000 the data folder holding fever/, scifact/, covidfact/ and
+    /// liar-plus/.
     #[arg(long)]
     source: PathBuf,
     /// The JSONL file to write.
@@ -52,6 +54,10 @@ struct BuildArgs {
 struct StatsArgs {
     /// A JSONL dataset file.
     file: PathBuf,
+    /// The benchmark whose paper figures to print beside the file's; by default the one
+    /// the file is named after (datasets/socialclaimsplit-100.jsonl), if any.
+    #[arg(long, value_parser = parse_benchmark)]
+    benchmark: Option<Benchmark>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -94,17 +100,25 @@ fn build(a: BuildArgs) -> anyhow::Result<ExitCode> {
 fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let dataset = credence_shared::dataset::load(&a.file)?;
     let stats = profile::profile(&dataset.examples);
+    let benchmark = a.benchmark.or_else(|| {
+        a.file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse().ok())
+    });
+    let paper = benchmark.and_then(profile::paper_figures);
     if a.json {
         let mut value = serde_json::to_value(&stats)?;
         if let Some(obj) = value.as_object_mut() {
             obj.insert("file".into(), a.file.display().to_string().into());
             obj.insert("sha256".into(), dataset.hash.clone().into());
+            obj.insert("paper".into(), serde_json::to_value(&paper)?);
         }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("{}", a.file.display());
         println!("sha256        {}", dataset.hash);
-        print!("{}", profile::render(&stats));
+        print!("{}", profile::render(&stats, paper.as_ref()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -51,9 +51,10 @@ pub enum Benchmark {
     WikiSplit1000,
     /// ClaimDecompBench-1000: AG News title + lead joined at a coordinator, oracle splits.
     ClaimDecomp1000,
-    /// SocialClaimSplit-100 (reconstruction): joined FEVER claim pairs, social surface.
+    /// SocialClaimSplit-100 (reconstruction): social-media posts of several compound
+    /// sentences made of public atomic claims (FEVER, SciFact, COVID-Fact, LIAR-PLUS).
     SocialClaimSplit100,
-    /// SocialClaimSplit-1000 (reconstruction), disjoint from the 100.
+    /// SocialClaimSplit-1000 (reconstruction), no claim shared with the 100.
     SocialClaimSplit1000,
     /// PropSegmEnt dev: Wikipedia sentences with their gold propositions.
     PropSegmentDev,
@@ -82,13 +83,15 @@ impl Benchmark {
         }
     }
 
-    /// The source file looked for when `--source` names a folder.
-    pub fn source_file(self) -> &'static str {
+    /// The source file looked for when `--source` names a folder; None when the source
+    /// is itself a folder of corpora (SocialClaimSplit reads four, see
+    /// [`socialclaimsplit::Corpus::files`]).
+    pub fn source_file(self) -> Option<&'static str> {
         match self {
-            Benchmark::WikiSplit100 | Benchmark::WikiSplit1000 => "test.tsv",
-            Benchmark::ClaimDecomp1000 => "test.csv",
-            Benchmark::SocialClaimSplit100 | Benchmark::SocialClaimSplit1000 => "paper_dev.jsonl",
-            Benchmark::PropSegmentDev => propsegment::PROPOSITIONS_FILE,
+            Benchmark::WikiSplit100 | Benchmark::WikiSplit1000 => Some("test.tsv"),
+            Benchmark::ClaimDecomp1000 => Some("test.csv"),
+            Benchmark::SocialClaimSplit100 | Benchmark::SocialClaimSplit1000 => None,
+            Benchmark::PropSegmentDev => Some(propsegment::PROPOSITIONS_FILE),
         }
     }
 
@@ -263,7 +266,8 @@ pub enum BenchmarkError {
 }
 
 /// Builds a benchmark from its source. `source` is the corpus file, or the folder holding
-/// it under its usual name ([`Benchmark::source_file`]).
+/// it under its usual name ([`Benchmark::source_file`]); for SocialClaimSplit, the data
+/// folder holding its corpora.
 pub fn build(
     benchmark: Benchmark,
     source: &Path,
@@ -291,12 +295,11 @@ pub fn build(
     Ok(built)
 }
 
-/// The source file of a benchmark: `path` itself, or its usual file inside `path`.
+/// The source of a benchmark: `path` itself, or its usual file inside `path`.
 pub fn resolve_source(benchmark: Benchmark, path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join(benchmark.source_file())
-    } else {
-        path.to_path_buf()
+    match benchmark.source_file() {
+        Some(file) if path.is_dir() => path.join(file),
+        _ => path.to_path_buf(),
     }
 }
 

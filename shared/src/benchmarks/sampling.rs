@@ -9,7 +9,7 @@ use rand_chacha::ChaCha20Rng;
 
 /// A ChaCha20 stream of `seed`: stream 0 is a build's main shuffle; the other streams
 /// serve independent parts (ClaimDecompBench's class c uses stream c, SocialClaimSplit's
-/// pair k stream k + 1), so one part's draws do not depend on how many others are built.
+/// post k stream 16 + k), so one part's draws do not depend on how many others are built.
 pub fn stream(seed: u64, stream: u64) -> ChaCha20Rng {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     rng.set_stream(stream);
@@ -37,6 +37,21 @@ pub fn chance(rng: &mut ChaCha20Rng, p: f64) -> bool {
 /// One element of a non-empty slice, uniformly.
 pub fn pick<'a, T>(rng: &mut ChaCha20Rng, items: &'a [T]) -> &'a T {
     &items[below(rng, items.len() as u64) as usize]
+}
+
+/// One value of `(value, weight)` pairs, with probability weight / total weight: draws
+/// `below(total)` and walks the pairs in order. Weights are integers so that the choice
+/// is exact; the total must be positive.
+pub fn weighted<T: Copy>(rng: &mut ChaCha20Rng, choices: &[(T, u64)]) -> T {
+    let total: u64 = choices.iter().map(|&(_, w)| w).sum();
+    let mut x = below(rng, total);
+    for &(value, w) in choices {
+        if x < w {
+            return value;
+        }
+        x -= w;
+    }
+    unreachable!("x < total = the sum of the weights")
 }
 
 /// Shuffles in place: for i from len-1 down to 1, swap item i with item `below(i + 1)`.
@@ -84,5 +99,16 @@ mod tests {
             "{counts:?}"
         );
         assert_eq!(below(&mut rng, 1), 0);
+    }
+
+    #[test]
+    fn weighted_follows_the_weights_and_skips_zero() {
+        let mut rng = stream(7, 0);
+        let mut counts = [0u32; 3];
+        for _ in 0..40_000 {
+            counts[weighted(&mut rng, &[(0usize, 1), (1, 0), (2, 3)])] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        assert!((9_400..10_600).contains(&counts[0]), "{counts:?}");
     }
 }

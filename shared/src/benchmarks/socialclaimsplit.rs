@@ -1,380 +1,501 @@
-//! SocialClaimSplit-100 / -1000, reconstructed: the paper's set is not public, so two
-//! short atomic FEVER claims about the same Wikipedia page are joined at and / but /
-//! because / so and given a social-media surface; the references are the two claims.
+//! SocialClaimSplit-100 / -1000, reconstructed in the paper's shape: each example is a
+//! social-media post of several compound sentences whose atomic claims are the
+//! references. The paper's set is not public; its Social-100 holds multi-sentence posts
+//! with about 10.8 gold claims each, "because" in 72% and "but" in 62% of the examples
+//! (PAPER.md "Datasets"). Here the claims are public human-written atomic claims (FEVER,
+//! SciFact, COVID-Fact, LIAR-PLUS, read by [`claims`]), used verbatim and each once;
+//! the builder adds only connectives, the casing of a joined clause's first word,
+//! punctuation, relative pronouns over a shared subject, and a social surface
+//! ([`surface`]).
 //!
-//! From FEVER's `paper_dev.jsonl` the builder keeps SUPPORTS and REFUTES claims that are
-//! atomic: one sentence ending in a full stop, 4-14 words, no comma, semicolon or colon,
-//! and none of the words in [`CONNECTIVES`] (so the join marker is the example's only
-//! one). Repeated claims are dropped. The claims are shuffled with the seed (stream 0)
-//! and paired in that order: a claim pairs with the earlier unpaired claim of its page.
-//! Pair k (0-based) is joined at `MARKERS[k % 4]`, so every run of 4 pairs has each
-//! marker once, and gets its surface from its own stream `k + 1` ([`surface`]). Pairs
-//! 0..100 are SocialClaimSplit-100 and 100..1100 SocialClaimSplit-1000, disjoint.
+//! The build, every random choice from ChaCha20 streams of the seed ([`sampling`]):
+//! 1. Each corpus's claims pass [`claims::is_atomic`]; a text seen before (ignoring case
+//!    and spacing, corpora in [`Corpus::ALL`] order) is dropped.
+//! 2. Per corpus, the claims are grouped by their group (page, abstract, flair or topic)
+//!    and label (a FEVER page's SUPPORTS, REFUTES and NOT ENOUGH INFO claims apart, so
+//!    that a sentence does not contradict itself); stream 0 shuffles the claims of each
+//!    group, then the groups.
+//! 3. Stream 1 lays the claims out in that order (`posts_of`): a post has 4, 5 or 6
+//!    sentences ([`SENTENCES_PER_POST`]), a sentence 2 or 3 claims
+//!    ([`CLAIMS_PER_SENTENCE`]); a sentence of two claims ends early where their group
+//!    does. A claim that is a [`near_duplicate`] of one already in the post waits for the
+//!    next post, which it opens. A corpus's last, short post is dropped.
+//! 4. Stream 2 shuffles the posts of all corpora; posts 0..100 are SocialClaimSplit-100
+//!    and 100..1100 SocialClaimSplit-1000, so no claim is in both.
+//! 5. The paper's marker profile is a quota: in each slice exactly round(72%) of the
+//!    posts get a "because" join and round(62%) a "but" join (streams 3 / 4 choose which
+//!    posts of the -100 / -1000; 5 / 6 for "but"; a post with too few joins would miss
+//!    its marker, none here does). The other joins are and / so, or because / but where
+//!    the post has them ([`FREE_MARKERS`]).
+//! 6. Post k is rendered from its own stream 16 + k ([`render`]).
 
-use super::sampling::{self, chance, pick};
-use super::{
-    json_error, read_source, word_count, Benchmark, BenchmarkError, Build, BuildOptions, Slice,
-};
+pub mod claims;
+pub mod surface;
+
+use super::profile::{PAPER_SOCIAL_BECAUSE, PAPER_SOCIAL_BUT};
+use super::sampling::{self, below, chance, weighted};
+use super::{Benchmark, BenchmarkError, Build, BuildOptions, Slice};
 use crate::domain::Example;
-use crate::sentences::split_sentences;
+pub use claims::{is_atomic, Claim, Corpus, Subject, CONNECTIVES};
 use rand_chacha::ChaCha20Rng;
-use serde::Deserialize;
-use std::collections::{HashMap, HashSet};
+use serde_json::json;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::Path;
 
-/// Join markers, assigned in turn.
+/// The join markers of the paper's construction.
 pub const MARKERS: [&str; 4] = ["and", "but", "because", "so"];
 
-/// Words that make a claim compound or subordinate; an atomic claim has none.
-pub const CONNECTIVES: &[&str] = &[
-    "and", "but", "because", "so", "or", "nor", "yet", "which", "who", "whom", "whose", "that",
-    "while", "whereas", "although", "though", "when", "since", "after", "before", "if", "unless",
-    "until",
-];
+/// Claims per sentence, with weights, before a group runs out.
+pub const CLAIMS_PER_SENTENCE: [(usize, u64); 2] = [(2, 85), (3, 15)];
 
-/// A FEVER claim as the builder uses it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Claim {
-    /// FEVER's claim id.
-    pub id: u64,
-    /// SUPPORTS, REFUTES or NOT ENOUGH INFO.
-    pub label: String,
-    /// The claim sentence.
-    pub text: String,
-    /// Title of the first evidence page (FEVER's escaped form), if any.
-    pub page: Option<String>,
+/// Sentences per post, with weights.
+pub const SENTENCES_PER_POST: [(usize, u64); 3] = [(4, 40), (5, 40), (6, 20)];
+
+/// Weights of the markers of joins the quota does not fix; because and but only in
+/// posts chosen for them.
+pub const FREE_MARKERS: [(&str, u64); 4] = [("and", 50), ("so", 20), ("because", 15), ("but", 15)];
+
+/// Chance that an "and" between two claims with the same subject becomes a relative
+/// clause ("Kelly Preston, who starred in ..., was born in ...").
+pub const RELATIVE_CHANCE: f64 = 0.5;
+
+const SHUFFLE_STREAM: u64 = 0;
+const LAYOUT_STREAM: u64 = 1;
+const ORDER_STREAM: u64 = 2;
+const POST_STREAMS: u64 = 16;
+
+/// A post before rendering: its sentences' claims, all from one corpus.
+#[derive(Debug, Clone)]
+pub struct Post {
+    /// The corpus of every claim.
+    pub corpus: Corpus,
+    /// The claims of each sentence, in order (at least one sentence, each of at least one
+    /// claim); those of one sentence share a group but where a lone claim met the next.
+    pub sentences: Vec<Vec<Claim>>,
 }
 
-/// One FEVER evidence item: annotation id, evidence id, page title, sentence index.
-type EvidenceItem = (Option<i64>, Option<i64>, Option<String>, Option<i64>);
-
-#[derive(Deserialize)]
-struct RawClaim {
-    id: u64,
-    label: String,
-    claim: String,
-    evidence: Vec<Vec<EvidenceItem>>,
-}
-
-/// Reads every line of a FEVER JSONL file; a malformed line is an error naming it.
-pub fn read(path: &Path) -> Result<Vec<Claim>, BenchmarkError> {
-    let text = read_source(path)?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let raw: RawClaim = serde_json::from_str(line).map_err(|e| json_error(path, i + 1, &e))?;
-        let page = raw
-            .evidence
-            .iter()
-            .flatten()
-            .find_map(|(_, _, page, _)| page.clone());
-        out.push(Claim {
-            id: raw.id,
-            label: raw.label,
-            text: raw.claim.trim().to_string(),
-            page,
-        });
-    }
-    Ok(out)
-}
-
-/// Whether a claim is short and atomic (see the module docs).
-pub fn is_atomic(text: &str) -> bool {
-    let words = word_count(text);
-    (4..=14).contains(&words)
-        && text.ends_with('.')
-        && split_sentences(text).len() == 1
-        && !text.contains([',', ';', ':'])
-        && !text
-            .split_whitespace()
-            .map(|w| {
-                w.trim_matches(|c: char| !c.is_alphanumeric())
-                    .to_lowercase()
-            })
-            .any(|w| CONNECTIVES.contains(&w.as_str()))
-}
-
-/// Builds SocialClaimSplit-100 or -1000.
-pub fn build(path: &Path, options: &BuildOptions, slice: Slice) -> Result<Build, BenchmarkError> {
-    let claims = read(path)?;
+/// Builds SocialClaimSplit-100 or -1000 from the data folder holding the corpora.
+pub fn build(data: &Path, options: &BuildOptions, slice: Slice) -> Result<Build, BenchmarkError> {
     let mut built = Build {
         examples: Vec::new(),
         funnel: Vec::new(),
     };
-    built.step("claims in paper_dev.jsonl", claims.len());
-    let claims: Vec<Claim> = claims
-        .into_iter()
-        .filter(|c| (c.label == "SUPPORTS" || c.label == "REFUTES") && c.page.is_some())
-        .collect();
-    built.step("SUPPORTS or REFUTES, with an evidence page", claims.len());
-    let claims: Vec<Claim> = claims.into_iter().filter(|c| is_atomic(&c.text)).collect();
-    built.step(
-        "atomic: one sentence, 4-14 words, no , ; : and no connective word",
-        claims.len(),
-    );
-    let mut seen = HashSet::new();
-    let mut claims: Vec<Claim> = claims
-        .into_iter()
-        .filter(|c| seen.insert(c.text.clone()))
-        .collect();
-    built.step("first occurrence of each claim", claims.len());
-
-    sampling::shuffle(&mut sampling::stream(options.seed, 0), &mut claims);
-    let mut waiting: HashMap<String, Claim> = HashMap::new();
-    let mut pairs: Vec<(Claim, Claim)> = Vec::new();
-    for c in claims {
-        let page = c.page.clone().unwrap_or_default();
-        match waiting.remove(&page) {
-            Some(first) => pairs.push((first, c)),
-            None => {
-                waiting.insert(page, c);
-            }
-        }
-    }
-    built.step(
-        format!(
-            "paired with a claim of the same page, in seed-{} order",
-            options.seed
-        ),
-        pairs.len(),
-    );
+    let posts = lay_out(data, options.seed, &mut built)?;
     let benchmark = match slice {
         Slice::First100 => Benchmark::SocialClaimSplit100,
         Slice::Next1000 => Benchmark::SocialClaimSplit1000,
     };
-    let range = slice.checked(benchmark, path, pairs.len())?;
+    let range = slice.checked(benchmark, data, posts.len())?;
+    let (because_stream, but_stream) = match slice {
+        Slice::First100 => (3, 5),
+        Slice::Next1000 => (4, 6),
+    };
+    let n = range.len();
+    let because = quota(options.seed, because_stream, n, PAPER_SOCIAL_BECAUSE);
+    let but = quota(options.seed, but_stream, n, PAPER_SOCIAL_BUT);
     let start = range.start;
-    built.examples = pairs
-        .drain(range)
+    built.examples = posts[range]
+        .iter()
         .enumerate()
-        .map(|(offset, (a, b))| {
-            let k = start + offset;
-            let marker = MARKERS[k % MARKERS.len()];
-            let mut rng = sampling::stream(options.seed, k as u64 + 1);
-            let page = a.page.clone().unwrap_or_default();
-            let (text, features) = surface(&mut rng, &a.text, &b.text, marker, &page);
-            let mut meta = serde_json::Map::new();
-            meta.insert("source".into(), "fever/paper_dev.jsonl".into());
-            meta.insert("pair".into(), k.into());
-            meta.insert("fever_ids".into(), vec![a.id, b.id].into());
-            meta.insert("labels".into(), vec![a.label, b.label].into());
-            meta.insert("page".into(), page.into());
-            meta.insert("marker".into(), marker.into());
-            meta.insert("surface".into(), features.into());
-            Example {
-                id: format!("social-{}-{}", a.id, b.id),
-                text,
-                references: vec![a.text, b.text],
-                meta,
-            }
+        .map(|(i, post)| {
+            let k = start + i;
+            let mut rng = sampling::stream(options.seed, POST_STREAMS + k as u64);
+            render(&mut rng, post, k, because[i], but[i])
         })
         .collect();
     built.step(
         format!(
-            "pairs {:?}; markers and / but / because / so in turn",
-            slice.range()
+            "posts {:?}; because in {} and but in {} of them by quota",
+            slice.range(),
+            because.iter().filter(|&&b| b).count(),
+            but.iter().filter(|&&b| b).count()
         ),
         built.examples.len(),
     );
     Ok(built)
 }
 
-/// Sentence-initial words that are lower-cased after the join marker when the next word
-/// is lower-case.
-const COMMON_STARTERS: &[&str] = &[
-    "The", "A", "An", "There", "It", "This", "These", "Those", "In", "On", "At", "One", "Some",
-    "Many", "Most", "Only", "No", "Not", "All", "Every", "Each", "Two", "Three", "He", "She",
-    "They", "We", "To", "For", "By", "From", "With",
-];
-const OPENERS: &[&str] = &[
-    "tbh ",
-    "ngl ",
-    "lol ",
-    "honestly ",
-    "fun fact: ",
-    "wait, ",
-    "PSA: ",
-    "TIL ",
-    "hot take: ",
-    "reminder: ",
-    "Okay, ",
-    "just learned ",
-    "can't believe ",
-    "apparently ",
-];
-const HANDLES: &[&str] = &[
-    "@factfan",
-    "@wiki_nerd",
-    "@newsjunkie42",
-    "@trivia_daily",
-    "@moviebuff",
-    "@popculture_hq",
-    "@history_buff",
-    "@claimcheck",
-    "@jen_reads",
-    "@mike_t",
-    "@the_real_sam",
-    "@dailyfacts",
-];
-const HASHTAGS: &[&str] = &[
-    "#facts",
-    "#TIL",
-    "#trivia",
-    "#didyouknow",
-    "#history",
-    "#mindblown",
-    "#wiki",
-    "#nerdalert",
-    "#TheMoreYouKnow",
-    "#random",
-];
-const EMOJI: &[&str] = &[
-    "😂", "🤔", "🔥", "👀", "🙌", "😮", "💯", "🤯", "👍", "😅", "✨", "🙃",
-];
+/// Steps 1-4 of the module docs: every post of the corpora, in seed order.
+fn lay_out(data: &Path, seed: u64, built: &mut Build) -> Result<Vec<Post>, BenchmarkError> {
+    if !data.join(Corpus::Fever.files()[0]).is_file() {
+        return Err(BenchmarkError::Invalid {
+            path: data.to_path_buf(),
+            message: "not the corpora folder: SocialClaimSplit reads fever/, scifact/, \
+                      covidfact/ and liar-plus/ under it"
+                .to_string(),
+        });
+    }
+    let mut per_corpus: Vec<Vec<Claim>> = Vec::new();
+    for corpus in Corpus::ALL {
+        let name = corpus.name();
+        let all = claims::read(data, corpus)?;
+        built.step(
+            format!("{name}: claims in {}", corpus.files().join(", ")),
+            all.len(),
+        );
+        let mut kept: Vec<Claim> = all.into_iter().filter(claims::usable).collect();
+        if corpus == Corpus::CovidFact {
+            built.step(
+                "covidfact: SUPPORTED (REFUTED claims are machine-made counter-claims)",
+                kept.len(),
+            );
+        }
+        kept.retain(|c| is_atomic(&c.text));
+        built.step(
+            format!(
+                "{name}: atomic: one sentence, {}-{} words, no connective word",
+                claims::WORDS.start(),
+                claims::WORDS.end()
+            ),
+            kept.len(),
+        );
+        per_corpus.push(kept);
+    }
+    let mut seen = HashSet::new();
+    for claims in &mut per_corpus {
+        claims.retain(|c| {
+            let words: Vec<&str> = c.text.split_whitespace().collect();
+            seen.insert(words.join(" ").to_lowercase())
+        });
+    }
+    built.step(
+        "distinct claims over the four corpora (case and spacing ignored)",
+        per_corpus.iter().map(Vec::len).sum(),
+    );
 
-/// Joins two claims at `marker` and adds a social-media surface, drawing from `rng` in a
-/// fixed order: comma before but / so (1/2), casual opener (0.35), @mention (0.25, then
-/// before or after, 1/2), all lower-case (0.15), end mark (. 0.5, ! 0.15, none 0.35),
-/// hashtags (0.5; the page's name first when it makes one, then a second with 1/2), emoji
-/// (0.4). Returns the text and the names of the features applied.
-pub fn surface(
-    rng: &mut ChaCha20Rng,
-    first: &str,
-    second: &str,
-    marker: &str,
-    page: &str,
-) -> (String, Vec<String>) {
-    let a = first.trim_end_matches('.');
-    let b = second.trim_end_matches('.');
-    // "The film ..." -> "the film ...", but "The Beach is ..." keeps the title's article.
-    let b = match b.split_once(' ') {
-        Some((w, rest))
-            if COMMON_STARTERS.contains(&w)
-                && rest.chars().next().is_some_and(char::is_lowercase) =>
-        {
-            format!("{} {rest}", w.to_lowercase())
+    let mut shuffle_rng = sampling::stream(seed, SHUFFLE_STREAM);
+    let mut layout_rng = sampling::stream(seed, LAYOUT_STREAM);
+    let mut posts = Vec::new();
+    for (corpus, claims) in Corpus::ALL.into_iter().zip(per_corpus) {
+        let total = claims.len();
+        let mut groups: BTreeMap<(String, String), Vec<Claim>> = BTreeMap::new();
+        for c in claims {
+            groups
+                .entry((c.group.clone(), c.label.clone()))
+                .or_default()
+                .push(c);
         }
-        _ => b.to_string(),
-    };
-    let comma = matches!(marker, "but" | "so") && chance(rng, 0.5);
-    let mut body = format!("{a}{} {marker} {b}", if comma { "," } else { "" });
-    let mut features = Vec::new();
-    if chance(rng, 0.35) {
-        body = format!("{}{body}", pick(rng, OPENERS));
-        features.push("opener".to_string());
-    }
-    if chance(rng, 0.25) {
-        let handle = pick(rng, HANDLES);
-        body = if chance(rng, 0.5) {
-            format!("{handle} {body}")
-        } else {
-            format!("{body} {handle}")
-        };
-        features.push("mention".to_string());
-    }
-    if chance(rng, 0.15) {
-        body = body.to_lowercase();
-        features.push("lowercase".to_string());
-    }
-    let end = sampling::below(rng, 100);
-    if end < 50 {
-        body.push('.');
-    } else if end < 65 {
-        body.push('!');
-    }
-    if chance(rng, 0.5) {
-        let tag = page_hashtag(page).unwrap_or_else(|| pick(rng, HASHTAGS).to_string());
-        body = format!("{body} {tag}");
-        if chance(rng, 0.5) {
-            let second_tag = pick(rng, HASHTAGS);
-            if *second_tag != tag {
-                body = format!("{body} {second_tag}");
-            }
+        let mut groups: Vec<Vec<Claim>> = groups.into_values().collect();
+        for g in &mut groups {
+            sampling::shuffle(&mut shuffle_rng, g);
         }
-        features.push("hashtag".to_string());
+        sampling::shuffle(&mut shuffle_rng, &mut groups);
+        let queue: VecDeque<Claim> = groups.into_iter().flatten().collect();
+        let (corpus_posts, deferred, left) = posts_of(queue, &mut layout_rng);
+        let used: usize = corpus_posts.iter().flatten().map(Vec::len).sum();
+        built.step(
+            format!(
+                "{}: posts of 4-6 sentences ({used} claims; {deferred} moved on to a later post \
+                 as a near-duplicate; {left} left over at the end)",
+                corpus.name(),
+            ),
+            corpus_posts.len(),
+        );
+        debug_assert_eq!(used + left, total);
+        posts.extend(
+            corpus_posts
+                .into_iter()
+                .map(|sentences| Post { corpus, sentences }),
+        );
     }
-    if chance(rng, 0.4) {
-        body = format!("{body} {}", pick(rng, EMOJI));
-        features.push("emoji".to_string());
-    }
-    (body, features)
+    sampling::shuffle(&mut sampling::stream(seed, ORDER_STREAM), &mut posts);
+    built.step(
+        format!("posts over the four corpora, in seed-{seed} order"),
+        posts.len(),
+    );
+    Ok(posts)
 }
 
-/// A hashtag from a FEVER page title: "Soul_Food_-LRB-film-RRB-" -> "#SoulFood". None
-/// when the name is empty, over 24 characters, or one of the join markers.
-pub fn page_hashtag(page: &str) -> Option<String> {
-    let name = page.split("_-LRB-").next().unwrap_or(page);
-    let tag: String = name
-        .split('_')
-        .flat_map(|w| {
-            let mut cs = w.chars().filter(|c| c.is_alphanumeric());
-            cs.next()
-                .into_iter()
-                .flat_map(char::to_uppercase)
-                .chain(cs)
-                .collect::<Vec<char>>()
-        })
+/// Step 3 of the module docs on one corpus's claims, in group order: the sentences of
+/// each post; how many times a claim was moved on to a later post because it was a
+/// [`near_duplicate`] of a claim already in the post (it opens the next one); and how
+/// many claims were left when the queue ran out inside a post.
+fn posts_of(
+    mut queue: VecDeque<Claim>,
+    rng: &mut ChaCha20Rng,
+) -> (Vec<Vec<Vec<Claim>>>, usize, usize) {
+    let mut posts = Vec::new();
+    let mut moved = 0;
+    loop {
+        let wanted = weighted(rng, &SENTENCES_PER_POST);
+        let mut sentences: Vec<Vec<Claim>> = Vec::new();
+        let mut deferred: Vec<Claim> = Vec::new();
+        while sentences.len() < wanted {
+            let size = weighted(rng, &CLAIMS_PER_SENTENCE);
+            let mut sentence: Vec<Claim> = Vec::new();
+            while sentence.len() < size {
+                let Some(next) = queue.front() else { break };
+                // A sentence of two claims ends where their group (page and label,
+                // abstract, ...) does; a lone claim joins the next group's first.
+                if sentence.len() >= 2
+                    && sentence
+                        .last()
+                        .is_some_and(|c| (&c.group, &c.label) != (&next.group, &next.label))
+                {
+                    break;
+                }
+                let Some(c) = queue.pop_front() else { break };
+                let in_post = sentences.iter().flatten().chain(&sentence);
+                if in_post.clone().any(|p| near_duplicate(&p.text, &c.text)) {
+                    deferred.push(c);
+                } else {
+                    sentence.push(c);
+                }
+            }
+            if sentence.is_empty() {
+                break;
+            }
+            sentences.push(sentence);
+        }
+        moved += deferred.len();
+        for c in deferred.into_iter().rev() {
+            queue.push_front(c);
+        }
+        if sentences.len() < wanted {
+            let left = queue.len() + sentences.iter().map(Vec::len).sum::<usize>();
+            return (posts, moved, left);
+        }
+        posts.push(sentences);
+    }
+}
+
+/// Whether two claims are too alike to stand in one post: their sets of lower-cased
+/// words overlap by half or more (Jaccard >= 0.5), as FEVER's mutations of one claim
+/// ("X was invented by Y" / "X was created by Y") and SciFact's negations ("A requires
+/// B" / "A does not require B") do. The verifier counts such pairs as repetitions, so a
+/// post that held both would fail it with a perfect decomposition.
+pub fn near_duplicate(a: &str, b: &str) -> bool {
+    let words = |t: &str| -> HashSet<String> {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let (a, b) = (words(a), words(b));
+    let union = a.union(&b).count();
+    union > 0 && 2 * a.intersection(&b).count() >= union
+}
+
+/// `n` flags of which exactly round(`share` x n) are set, in the order of a shuffle
+/// by stream `stream`.
+pub fn quota(seed: u64, stream: u64, n: usize, share: f64) -> Vec<bool> {
+    let set = (share * n as f64).round() as usize;
+    let mut flags: Vec<bool> = (0..n).map(|i| i < set).collect();
+    sampling::shuffle(&mut sampling::stream(seed, stream), &mut flags);
+    flags
+}
+
+/// Renders post `k` into an example, drawing from `rng` in this order: the join markers
+/// (a because join at a uniform position when `because`, then a but join at a uniform
+/// free position when `but`, then each other join from [`FREE_MARKERS`]), per sentence
+/// the relative clauses (an "and" join between two claims that share a [`Subject`]
+/// becomes one with [`RELATIVE_CHANCE`]), the commas (before and 0.25, before but / so
+/// 0.5) and the end marks (`.` 0.85, `!` 0.15; the last sentence `.` 0.5, `!` 0.15, none
+/// 0.35), then the surface ([`surface::decorate`]).
+pub fn render(rng: &mut ChaCha20Rng, post: &Post, k: usize, because: bool, but: bool) -> Example {
+    let slots: usize = post
+        .sentences
+        .iter()
+        .map(|s| s.len().saturating_sub(1))
+        .sum();
+    let mut markers: Vec<Option<&'static str>> = vec![None; slots];
+    for (wanted, marker) in [(because, "because"), (but, "but")] {
+        let free: Vec<usize> = (0..slots).filter(|&i| markers[i].is_none()).collect();
+        if wanted && !free.is_empty() {
+            markers[free[below(rng, free.len() as u64) as usize]] = Some(marker);
+        }
+    }
+    let allowed: Vec<(&str, u64)> = FREE_MARKERS
+        .into_iter()
+        .filter(|&(m, _)| (m != "because" || because) && (m != "but" || but))
         .collect();
-    let lower = tag.to_lowercase();
-    (!tag.is_empty() && tag.chars().count() <= 24 && !CONNECTIVES.contains(&lower.as_str()))
-        .then(|| format!("#{tag}"))
+    let mut joins: Vec<&'static str> = markers
+        .into_iter()
+        .map(|m| m.unwrap_or_else(|| weighted(rng, &allowed)))
+        .collect();
+
+    let last = post.sentences.len() - 1;
+    let mut sentences = Vec::new();
+    let mut sentence_meta = Vec::new();
+    let mut slot = 0;
+    for (s, claims) in post.sentences.iter().enumerate() {
+        let sentence_joins = &mut joins[slot..slot + claims.len() - 1];
+        slot += claims.len() - 1;
+        let shared = match (
+            &claims[0].subject,
+            claims.get(1).and_then(|c| c.subject.as_ref()),
+        ) {
+            (Some(a), Some(b)) if a == b => Some(a),
+            _ => None,
+        };
+        let mut text = String::new();
+        let mut start = 1;
+        let mut relative_subject = None;
+        if let Some(subject) = shared.filter(|_| sentence_joins[0] == "and") {
+            if chance(rng, RELATIVE_CHANCE) {
+                sentence_joins[0] = subject.pronoun;
+                relative_subject = Some(subject.name.clone());
+                let predicate = |c: &Claim| c.text[subject.name.len() + 1..].to_string();
+                text = format!(
+                    "{}, {} {}, {}",
+                    subject.name,
+                    subject.pronoun,
+                    surface::clause(&predicate(&claims[0]), false),
+                    surface::clause(&predicate(&claims[1]), false)
+                );
+                start = 2;
+            }
+        }
+        if start == 1 {
+            text = surface::clause(&claims[0].text, false);
+        }
+        for i in start..claims.len() {
+            let marker = sentence_joins[i - 1];
+            let comma = match marker {
+                "and" => chance(rng, 0.25),
+                "but" | "so" => chance(rng, 0.5),
+                _ => false,
+            };
+            // A claim opening with its page's name keeps its case ("In the End was ...").
+            let c = &claims[i];
+            let names_page = !c.group.is_empty() && c.text.starts_with(c.group.as_str());
+            text = format!(
+                "{text}{} {marker} {}",
+                if comma { "," } else { "" },
+                surface::clause(&c.text, !names_page)
+            );
+        }
+        let end = below(rng, 100);
+        let mark = if s < last {
+            if end < 85 {
+                "."
+            } else {
+                "!"
+            }
+        } else if end < 50 {
+            "."
+        } else if end < 65 {
+            "!"
+        } else {
+            ""
+        };
+        // "... the U.S." ends the sentence with its own full stop.
+        let mark = if mark == "." && text.ends_with('.') {
+            ""
+        } else {
+            mark
+        };
+        sentences.push(format!("{text}{mark}"));
+        let mut meta = json!({"claims": claims.len(), "joins": sentence_joins.to_vec()});
+        if let Some(name) = relative_subject {
+            meta["subject"] = name.into();
+        }
+        sentence_meta.push(meta);
+    }
+
+    let claims: Vec<&Claim> = post.sentences.iter().flatten().collect();
+    let (text, features) = surface::decorate(
+        rng,
+        post.corpus,
+        &post.sentences[0][0].group,
+        &sentences.join(" "),
+    );
+    let used: Vec<&str> = MARKERS
+        .into_iter()
+        .chain(["who", "which"])
+        .filter(|m| joins.contains(m))
+        .collect();
+    let mut meta = serde_json::Map::new();
+    meta.insert("corpus".into(), post.corpus.name().into());
+    meta.insert("post".into(), k.into());
+    meta.insert(
+        "claims".into(),
+        claims
+            .iter()
+            .map(|c| json!({"id": c.id, "label": c.label, "group": c.group}))
+            .collect(),
+    );
+    meta.insert("sentences".into(), sentence_meta.into());
+    meta.insert("joins".into(), used.into());
+    meta.insert("surface".into(), features.into());
+    Example {
+        id: format!("social-{}-{}", post.corpus.name(), claims[0].id),
+        text,
+        references: claims.iter().map(|c| c.text.clone()).collect(),
+        meta,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::benchmarks::profile::contains_marker;
 
-    #[test]
-    fn atomic_claims_are_short_single_clauses() {
-        assert!(is_atomic("Fox 2000 Pictures released the film Soul Food."));
-        assert!(is_atomic("J. K. Rowling wrote a book."));
-        assert!(!is_atomic("Edgar Wright is a person"));
-        assert!(!is_atomic("Damon Albarn sings and plays piano."));
-        assert!(!is_atomic("Sean Penn, an actor, was born in 1960."));
-        assert!(!is_atomic(
-            "Ann Richards was a politician who lived in Texas."
-        ));
-        assert!(!is_atomic("Tilda Swinton acts."));
+    fn claim(id: &str, text: &str, subject: Option<(&str, &'static str)>) -> Claim {
+        Claim {
+            corpus: Corpus::Fever,
+            id: id.into(),
+            label: "SUPPORTS".into(),
+            text: text.into(),
+            group: "Kelly Preston".into(),
+            subject: subject.map(|(name, pronoun)| Subject {
+                name: name.into(),
+                pronoun,
+            }),
+        }
+    }
+
+    fn post() -> Post {
+        let kp = Some(("Kelly Preston", "who"));
+        Post {
+            corpus: Corpus::Fever,
+            sentences: vec![
+                vec![
+                    claim("1", "Kelly Preston starred in Twins.", kp),
+                    claim("2", "Kelly Preston was born in 1962.", kp),
+                ],
+                vec![
+                    claim("3", "The film stars Vivica A. Fox.", None),
+                    claim("4", "Fox 2000 Pictures released the film Soul Food.", None),
+                    claim("5", "Soul Food grossed $43 million.", None),
+                ],
+                vec![claim("6", "The Beach is a novel.", None)],
+            ],
+        }
     }
 
     #[test]
-    fn hashtags_come_from_page_titles() {
-        assert_eq!(
-            page_hashtag("Soul_Food_-LRB-film-RRB-").as_deref(),
-            Some("#SoulFood")
-        );
-        assert_eq!(page_hashtag("Murda_Beatz").as_deref(), Some("#MurdaBeatz"));
-        assert_eq!(page_hashtag("So").as_deref(), None);
-        assert_eq!(
-            page_hashtag("A_Very_Long_Page_Title_Indeed_Here").as_deref(),
-            None
-        );
+    fn quota_sets_the_rounded_share() {
+        let q = quota(42, 3, 100, 0.72);
+        assert_eq!(q.iter().filter(|&&b| b).count(), 72);
+        assert_eq!(q, quota(42, 3, 100, 0.72));
+        assert_eq!(quota(42, 4, 1000, 0.62).iter().filter(|&&b| b).count(), 620);
     }
 
     #[test]
-    fn surface_keeps_both_claims_and_only_its_marker() {
-        for k in 0..200u64 {
-            let mut rng = sampling::stream(42, k + 1);
-            let marker = MARKERS[k as usize % 4];
-            let (text, _) = surface(
-                &mut rng,
-                "Fox 2000 Pictures released the film Soul Food.",
-                "The film stars Vivica A. Fox.",
-                marker,
-                "Soul_Food_-LRB-film-RRB-",
-            );
-            let lower = text.to_lowercase();
-            assert!(
-                lower.contains("fox 2000 pictures released the film soul food"),
-                "{text}"
-            );
-            assert!(lower.contains(" the film stars vivica a. fox"), "{text}");
-            let words: Vec<String> = lower
-                .split_whitespace()
-                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_string())
-                .collect();
-            for m in MARKERS {
-                let n = words.iter().filter(|w| *w == m).count();
-                assert_eq!(n, usize::from(m == marker), "{m} in {text}");
+    fn render_keeps_every_claim_and_follows_the_flags() {
+        for k in 0..300 {
+            let (because, but) = (k % 2 == 0, k % 3 == 0);
+            let mut rng = sampling::stream(42, POST_STREAMS + k as u64);
+            let e = render(&mut rng, &post(), k, because, but);
+            let lower = e.text.to_lowercase();
+            assert_eq!(e.references.len(), 6);
+            assert_eq!(e.id, "social-fever-1");
+            assert!(lower.contains("starred in twins"), "{}", e.text);
+            assert!(lower.contains("fox 2000 pictures released the film soul food"));
+            assert!(lower.contains("the film stars vivica a. fox"), "{}", e.text);
+            assert!(lower.contains("soul food grossed $43 million"));
+            assert!(e.text.contains("The Beach is a novel"));
+            assert_eq!(contains_marker(&e.text, "because"), because, "{}", e.text);
+            assert_eq!(contains_marker(&e.text, "but"), but, "{}", e.text);
+            let joins = e.meta["sentences"][0]["joins"][0].as_str().unwrap();
+            if joins == "who" {
+                assert!(
+                    e.text
+                        .contains("Kelly Preston, who starred in Twins, was born in 1962"),
+                    "{}",
+                    e.text
+                );
             }
         }
     }
