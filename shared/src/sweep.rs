@@ -219,23 +219,28 @@ pub fn local_preset(name: &str) -> Option<&'static LocalPreset> {
     LOCAL_PRESETS.iter().find(|p| p.name == name)
 }
 
-/// The folder model weights are looked up in: `$CREDENCE_MODELS_DIR`, else the nearest
-/// `models/` folder at or above `from`, else `from/models`; always an absolute path, so
-/// that a sweep file's relative paths (resolved against its own folder) cannot move it.
-pub fn models_dir(from: &Path) -> PathBuf {
-    models_dir_with(std::env::var_os("CREDENCE_MODELS_DIR"), from)
+/// The folder model weights are looked up in: `$CREDENCE_MODELS_DIR`, else the `models/`
+/// of the checkout this binary was built from; always an absolute path. Never a folder
+/// found from a sweep file's place (nor by walking up from it): a sweep in a shared folder
+/// such as /tmp must not pick up weights planted beside or above it. A sweep that wants
+/// other weights names them with a model's `path`, relative to the sweep's folder.
+pub fn models_dir() -> PathBuf {
+    models_dir_with(std::env::var_os("CREDENCE_MODELS_DIR"), &checkout_models())
 }
 
-fn models_dir_with(env: Option<std::ffi::OsString>, from: &Path) -> PathBuf {
+/// The `models/` folder of the checkout this crate was compiled in (fixed at build time,
+/// so neither the current folder nor a sweep's folder can move it).
+fn checkout_models() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).join("models")
+}
+
+fn models_dir_with(env: Option<std::ffi::OsString>, checkout: &Path) -> PathBuf {
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    if let Some(dir) = env.filter(|d| !d.is_empty()) {
-        return absolute(Path::new(&dir));
+    match env.filter(|d| !d.is_empty()) {
+        Some(dir) => absolute(Path::new(&dir)),
+        None => absolute(checkout),
     }
-    let from = absolute(from);
-    from.ancestors()
-        .map(|d| d.join("models"))
-        .find(|d| d.is_dir())
-        .unwrap_or_else(|| from.join("models"))
 }
 
 impl LocalPreset {
@@ -824,7 +829,7 @@ impl Validator<'_> {
 
     /// A local preset becomes the model's backend, path, dtype and device, except
     /// where the model gives them.
-    fn fill_local_preset(&self, m: &mut RawModel, base: &Path) -> Result<(), SweepError> {
+    fn fill_local_preset(&self, m: &mut RawModel) -> Result<(), SweepError> {
         let Some(p) = m.preset.as_ref() else {
             return Ok(());
         };
@@ -848,7 +853,7 @@ impl Validator<'_> {
         let at = |v: &str| Spanned::new(span.clone(), v.to_string());
         m.backend = Some(at(local.backend));
         if m.path.is_none() {
-            let path = models_dir(base).join(local.file);
+            let path = models_dir().join(local.file);
             m.path = Some(at(&path.to_string_lossy()));
         }
         if m.dtype.is_none() {
@@ -868,7 +873,7 @@ impl Validator<'_> {
     ) -> Result<(ModelSpec, Range<usize>), SweepError> {
         let span = m.span();
         let mut m = m.into_inner();
-        self.fill_local_preset(&mut m, base)?;
+        self.fill_local_preset(&mut m)?;
         let name = m
             .name
             .ok_or_else(|| self.err(span.clone(), "model is missing field \"name\""))?;

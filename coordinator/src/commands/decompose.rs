@@ -239,10 +239,9 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
             "conjunction-oracle" => ModelBackend::ConjunctionOracle,
             name if sweep::local_preset(name).is_some() => {
                 let local = sweep::local_preset(name).expect("checked");
-                let cwd = std::env::current_dir().context("the current folder")?;
                 device = local.device.to_string();
                 dtype = local.dtype.map(str::to_string);
-                local.model_backend(&sweep::models_dir(&cwd))
+                local.model_backend(&sweep::models_dir())
             }
             name => {
                 let Some(p) = sweep::preset(name) else {

@@ -34,7 +34,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     json: bool,
     /// The en_core_web_sm 3.8.0 pipeline folder (default: en_core_web_sm under
-    /// $CREDENCE_MODELS_DIR, else under the nearest models/).
+    /// $CREDENCE_MODELS_DIR, else under the checkout's models/).
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
     /// Sentence encoder for the repetition check: a preset or a model folder.

@@ -359,28 +359,58 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
     );
 }
 
-/// A sweep named by a relative path (`credence run sweeps/local-cpu.toml`) finds the
-/// checkout's `models/` above its folder, as an absolute path: joined to the sweep's
-/// folder later, a relative `models` became `sweeps/models`.
+/// A preset's weights never come from a folder beside or above the sweep file: a sweep
+/// in a shared folder (/tmp) with a planted `models/` one level up resolves to the same
+/// path as any other sweep, `$CREDENCE_MODELS_DIR` or the checkout's `models/`.
 #[test]
-fn the_models_folder_of_a_relative_sweep_path_is_absolute() {
-    // Relative to the package root, where cargo runs tests.
-    let root = tempfile::tempdir_in(".").unwrap();
-    let name = root.path().file_name().unwrap().to_owned();
-    std::fs::create_dir_all(root.path().join("models")).unwrap();
-    std::fs::create_dir_all(root.path().join("sweeps")).unwrap();
-    let relative = Path::new(&name).join("sweeps");
-    let found = models_dir_with(None, &relative);
-    assert!(found.is_absolute(), "{}", found.display());
-    assert_eq!(
-        found,
-        std::path::absolute(root.path().join("models")).unwrap()
+fn a_models_folder_planted_above_the_sweep_is_not_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let planted = tmp.path().join("models/SmolLM2-135M-Instruct");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(
+        planted.join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        b"GGUF planted",
+    )
+    .unwrap();
+    let sweeps = tmp.path().join("sweeps");
+    std::fs::create_dir_all(&sweeps).unwrap();
+    let file = sweeps.join("planted.toml");
+    std::fs::write(
+        &file,
+        "[sweep]\nname = \"p\"\n[[models]]\nname = \"m\"\npreset = \"smollm2-135m-instruct\"\n\
+         [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n",
+    )
+    .unwrap();
+    let spec = load(&file).unwrap();
+    let ModelBackend::Gguf { path } = &spec.models[0].backend else {
+        panic!("{:?}", spec.models[0].backend)
+    };
+    assert!(
+        !path.starts_with(tmp.path()),
+        "{} comes from the planted folder",
+        path.display()
     );
-    // $CREDENCE_MODELS_DIR wins, made absolute too; an empty value does not count.
-    let env = models_dir_with(Some(Path::new(&name).join("weights").into()), &relative);
     assert_eq!(
-        env,
-        std::path::absolute(root.path().join("weights")).unwrap()
+        *path,
+        models_dir().join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
     );
-    assert_eq!(models_dir_with(Some("".into()), &relative), found);
+    assert!(path.is_absolute(), "{}", path.display());
+}
+
+/// `$CREDENCE_MODELS_DIR` wins, made absolute; an empty value does not count; without it
+/// the checkout's own `models/` is the folder, whatever the current folder is.
+#[test]
+fn the_models_folder_is_the_variable_or_the_checkouts() {
+    let checkout = checkout_models();
+    assert!(checkout.ends_with("models") && checkout.is_absolute());
+    assert_eq!(
+        checkout.parent().unwrap(),
+        Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+    );
+    assert_eq!(models_dir_with(None, &checkout), checkout);
+    assert_eq!(models_dir_with(Some("".into()), &checkout), checkout);
+    assert_eq!(
+        models_dir_with(Some("weights".into()), &checkout),
+        std::env::current_dir().unwrap().join("weights")
+    );
 }

@@ -193,7 +193,7 @@ pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
     match &spec.backend {
         ModelBackend::SentenceSplit => {
             // The pipeline folder the verifier finds by default ($CREDENCE_MODELS_DIR or
-            // the nearest models/).
+            // the checkout's models/).
             let dir = crate::embed::locate(crate::nlp::PIPELINE_NAME, None);
             let splitter = SentenceSplit::load(&dir).map_err(|e| DecomposeError::Load {
                 model: spec.name.clone(),

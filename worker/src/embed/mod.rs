@@ -129,9 +129,9 @@ pub enum EmbedError {
 }
 
 /// The model folder of an encoder: `path` if given; else `name` itself when it is a
-/// folder; else `$CREDENCE_MODELS_DIR/<name>`; without that variable, `models/<name>` in
-/// the current folder or the nearest parent folder that has one (so a checkout's
-/// `models/` is found from any folder inside it).
+/// folder; else `<models>/<name>`, the models folder of
+/// [`credence_shared::sweep::models_dir`] (`$CREDENCE_MODELS_DIR`, else the checkout's
+/// `models/`; never a folder found by walking up from the current one).
 pub fn locate(name: &str, path: Option<&Path>) -> PathBuf {
     if let Some(p) = path {
         return p.to_path_buf();
@@ -140,18 +140,7 @@ pub fn locate(name: &str, path: Option<&Path>) -> PathBuf {
     if as_path.is_dir() {
         return as_path.to_path_buf();
     }
-    if let Some(models) = std::env::var_os(MODELS_DIR_ENV) {
-        return PathBuf::from(models).join(name);
-    }
-    let relative = Path::new("models").join(name);
-    std::env::current_dir()
-        .ok()
-        .and_then(|cwd| {
-            cwd.ancestors()
-                .map(|dir| dir.join(&relative))
-                .find(|candidate| candidate.is_dir())
-        })
-        .unwrap_or(relative)
+    credence_shared::sweep::models_dir().join(name)
 }
 
 /// Loads an encoder named by a preset or a folder (see [`locate`]). The preset is the
