@@ -154,6 +154,42 @@ impl Message {
             job,
         }
     }
+
+    /// Reads a message body off the queue. The version is read first, so a message of
+    /// another version is named as such rather than as malformed.
+    ///
+    /// ```
+    /// use credence_shared::job::{DecodeError, Message};
+    /// let e = Message::decode(br#"{"kind":"job","v":9}"#).unwrap_err();
+    /// assert_eq!(e, DecodeError::Version(9));
+    /// ```
+    pub fn decode(body: &[u8]) -> Result<Message, DecodeError> {
+        #[derive(Deserialize)]
+        struct VersionProbe {
+            v: Option<u32>,
+        }
+        let malformed = |e: serde_json::Error| DecodeError::Malformed(e.to_string());
+        let probe: VersionProbe = serde_json::from_slice(body).map_err(malformed)?;
+        match probe.v {
+            Some(MESSAGE_VERSION) => serde_json::from_slice(body).map_err(malformed),
+            Some(v) => Err(DecodeError::Version(v)),
+            None => Err(DecodeError::NoVersion),
+        }
+    }
+}
+
+/// Why a queue message cannot be read (the worker dead-letters it with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not JSON, or not the shape of a message.
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// No version field.
+    #[error("malformed message: no version field \"v\"")]
+    NoVersion,
+    /// A version this build does not read.
+    #[error("unknown message version {0}; this worker reads version {MESSAGE_VERSION}")]
+    Version(u32),
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use credence_shared::job::{Job, Message, MESSAGE_VERSION};
 use credence_shared::observe::{JobObserver, JobOutcome, Stage};
 use credence_shared::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
 use credence_shared::store::{Attempt, ConfigRef, JobCommit, Store};
-use serde::Deserialize;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -112,11 +111,6 @@ impl std::fmt::Debug for LoopSettings {
             )
             .finish()
     }
-}
-
-#[derive(Deserialize)]
-struct VersionProbe {
-    v: Option<u32>,
 }
 
 /// What a message asks for.
@@ -408,32 +402,20 @@ pub fn decode(body: &[u8]) -> Result<Job, String> {
 
 /// Decodes a message (a job or an aggregation), or says why it cannot be handled.
 pub fn decode_work(body: &[u8]) -> Result<Work, String> {
-    let probe: VersionProbe =
-        serde_json::from_slice(body).map_err(|e| format!("malformed message: {e}"))?;
-    match probe.v {
-        Some(MESSAGE_VERSION) => {}
-        Some(v) => {
-            return Err(format!(
-                "unknown message version {v}; this worker reads version {MESSAGE_VERSION}"
-            ))
-        }
-        None => return Err("malformed message: no version field \"v\"".into()),
-    }
-    match serde_json::from_slice::<Message>(body) {
-        Ok(Message::Job { job, .. }) => Ok(Work::Job(job)),
-        Ok(Message::Aggregate {
+    match Message::decode(body).map_err(|e| e.to_string())? {
+        Message::Job { job, .. } => Ok(Work::Job(job)),
+        Message::Aggregate {
             run_id,
             model,
             dataset,
             mode,
             ..
-        }) => Ok(Work::Aggregate(ConfigRef {
+        } => Ok(Work::Aggregate(ConfigRef {
             run_id,
             model,
             dataset,
             mode,
         })),
-        Err(e) => Err(format!("malformed message: {e}")),
     }
 }
 
