@@ -382,6 +382,30 @@ pub fn render(registry: &Registry) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// The host `/metrics` binds when an address gives only a port: loopback, so a process on
+/// a shared machine (a Slurm node, a workstation) serves its metrics to that machine only.
+/// Recipes where Prometheus scrapes across a network (compose, Kubernetes) say `0.0.0.0`.
+pub const DEFAULT_METRICS_HOST: std::net::IpAddr =
+    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// Reads a `--metrics-addr` / `CREDENCE_METRICS_ADDR` value: `HOST:PORT`, or a bare
+/// `PORT` (also `:PORT`) on [`DEFAULT_METRICS_HOST`].
+///
+/// ```
+/// use credence_shared::telemetry::parse_metrics_addr;
+/// assert_eq!(parse_metrics_addr("9464").unwrap().to_string(), "127.0.0.1:9464");
+/// assert_eq!(parse_metrics_addr("0.0.0.0:9464").unwrap().to_string(), "0.0.0.0:9464");
+/// ```
+pub fn parse_metrics_addr(text: &str) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(port) = t.strip_prefix(':').unwrap_or(t).parse::<u16>() {
+        return Ok(SocketAddr::new(DEFAULT_METRICS_HOST, port));
+    }
+    t.parse().map_err(|_| {
+        format!("{text:?} is not HOST:PORT or PORT (e.g. 127.0.0.1:9464, or 9464 for that)")
+    })
+}
+
 /// Binds the metrics endpoint's address (so a taken port fails at once, with the
 /// address named).
 pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, TelemetryError> {
@@ -405,7 +429,13 @@ pub async fn serve_on(
             async move { render(&registry) }
         }),
     );
-    tracing::info!(%addr, "serving /metrics");
+    if addr.ip().is_unspecified() {
+        // Reachable from every network the host is on: fine behind a NetworkPolicy or in
+        // a compose network, not on a shared node.
+        tracing::warn!(%addr, "serving /metrics on every interface; give a host (127.0.0.1:PORT) to keep it local");
+    } else {
+        tracing::info!(%addr, "serving /metrics");
+    }
     axum::serve(listener, app)
         .await
         .map_err(|source| TelemetryError::Bind { addr, source })
@@ -467,6 +497,32 @@ mod tests {
                 stage.name()
             );
             assert!(text.contains(&sample), "{sample} missing from:\n{text}");
+        }
+    }
+
+    /// A bare port binds loopback; only an explicit host binds anything wider.
+    #[test]
+    fn a_metrics_address_without_a_host_binds_loopback() {
+        for port_only in ["9464", ":9464", " 9464 "] {
+            let addr = parse_metrics_addr(port_only).unwrap();
+            assert_eq!(
+                addr,
+                SocketAddr::from(([127, 0, 0, 1], 9464)),
+                "{port_only:?}"
+            );
+            assert!(addr.ip().is_loopback());
+        }
+        assert_eq!(
+            parse_metrics_addr("0.0.0.0:9464").unwrap(),
+            SocketAddr::from(([0, 0, 0, 0], 9464))
+        );
+        assert_eq!(
+            parse_metrics_addr("[::1]:9").unwrap().to_string(),
+            "[::1]:9"
+        );
+        for bad in ["", "host:9464", "70000", "127.0.0.1"] {
+            let e = parse_metrics_addr(bad).unwrap_err();
+            assert!(e.contains("HOST:PORT"), "{bad:?}: {e}");
         }
     }
 

@@ -34,10 +34,10 @@ pub struct RunArgs {
     /// Hide the progress bars.
     #[arg(long)]
     quiet: bool,
-    /// Serve Prometheus metrics on this address while the run lasts (e.g.
-    /// 127.0.0.1:9464): jobs, examples, seconds per stage, LLM tokens and requests, cache
-    /// hits and misses, as a worker of the distributed engine does.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus metrics on this address while the run lasts (HOST:PORT, or PORT
+    /// alone for 127.0.0.1:PORT): jobs, examples, seconds per stage, LLM tokens and
+    /// requests, cache hits and misses, as a worker of the distributed engine does.
+    #[arg(long, value_name = "ADDR", value_parser = credence_shared::telemetry::parse_metrics_addr)]
     metrics_addr: Option<std::net::SocketAddr>,
 }
 

@@ -32,8 +32,11 @@ pub struct WorkerArgs {
     /// Name of this worker in the store (default: host-pid).
     #[arg(long)]
     worker_id: Option<String>,
-    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
-    #[arg(long)]
+    /// Serve Prometheus metrics on this address: HOST:PORT, or PORT alone for
+    /// 127.0.0.1:PORT (0.0.0.0:PORT serves every interface: only behind a firewall or
+    /// NetworkPolicy). Default: no endpoint.
+    #[arg(long, env = "CREDENCE_METRICS_ADDR", value_name = "ADDR",
+          value_parser = credence_shared::telemetry::parse_metrics_addr)]
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
