@@ -330,6 +330,9 @@ fn gguf_tokenizer(arch: Arch, small: bool) -> (Vec<(String, gguf_file::Value)>, 
     (md, vocab)
 }
 
+/// GGUF metadata as [`write_gguf_with`] collects it, in order.
+pub type Metadata = Vec<(String, gguf_file::Value)>;
+
 /// Sizes of a tiny GGUF model.
 #[derive(Clone, Copy, Debug)]
 pub struct GgufSizes {
@@ -380,7 +383,7 @@ pub fn write_gguf_with(
     path: &Path,
     arch: Arch,
     sizes: &GgufSizes,
-    edit: &mut dyn FnMut(&mut Vec<(String, gguf_file::Value)>),
+    edit: &mut dyn FnMut(&mut Metadata),
 ) -> usize {
     use gguf_file::Value as V;
     let GgufSizes {

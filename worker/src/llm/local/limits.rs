@@ -125,13 +125,13 @@ pub fn validate(config: &Config, path: &Path, fields: &Fields) -> Result<(), Loa
     ] {
         limit.check(path, name, value as u64)?;
     }
-    if c.heads % c.kv_heads != 0 {
+    if !c.heads.is_multiple_of(c.kv_heads) {
         return err(format!(
             "{} = {} is not a multiple of {} = {}",
             fields.heads, c.heads, fields.kv_heads, c.kv_heads
         ));
     }
-    if c.head_dim % 2 != 0 {
+    if !c.head_dim.is_multiple_of(2) {
         return err(format!(
             "{} = {} is odd; rotary embedding needs pairs",
             fields.head_dim, c.head_dim

@@ -150,7 +150,7 @@ impl Plain {
         let c = parts.config;
         // `attend` writes each key/value head's group of query heads through a raw
         // pointer: the groups must tile the heads exactly.
-        if c.kv_heads == 0 || c.heads % c.kv_heads != 0 {
+        if c.kv_heads == 0 || !c.heads.is_multiple_of(c.kv_heads) {
             candle_core::bail!(
                 "{} query heads do not divide into {} key/value heads",
                 c.heads,

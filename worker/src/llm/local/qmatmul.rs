@@ -600,7 +600,7 @@ mod tests {
     }
 
     fn reference(dense: &[f32], x: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
-        let mut y = vec![0f32; len];
+        let mut y = vec![0f32; m * n];
         for i in 0..m {
             for j in 0..n {
                 y[i * n + j] = (0..k).map(|t| x[i * k + t] * dense[j * k + t]).sum();
