@@ -211,6 +211,7 @@ fn sum_rows<const R: usize>(idx: &[u32], n: usize, tile: &[f64]) -> [[f64; TILE]
             // SAFETY: i < n <= rows[r].len(); an index from `fill_row` is
             // (u32 * n) >> 32 < n, and the tile holds n rows of TILE values.
             let at = unsafe { *rows[r].get_unchecked(i) } as usize;
+            debug_assert!(at < n, "index {at} outside the dataset of {n}");
             let x = unsafe { &*(tile.as_ptr().add(at * TILE) as *const [f64; TILE]) };
             for j in 0..TILE {
                 acc[r][j] += x[j];

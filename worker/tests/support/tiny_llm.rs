@@ -245,12 +245,30 @@ fn byte_chars() -> Vec<char> {
 /// Tokenizer metadata: byte-level BPE (Qwen's pre-tokenizer) for Qwen3, SentencePiece
 /// with byte fallback for the others; ChatML's two control tokens in both. Returns the
 /// metadata and the vocabulary size.
-fn gguf_tokenizer(arch: Arch) -> (Vec<(String, gguf_file::Value)>, usize) {
+fn gguf_tokenizer(arch: Arch, small: bool) -> (Vec<(String, gguf_file::Value)>, usize) {
     use gguf_file::Value as V;
     let strings = |v: &[String]| V::Array(v.iter().cloned().map(V::String).collect());
     let ints = |v: &[i32]| V::Array(v.iter().copied().map(V::I32).collect());
     let mut md: Vec<(String, V)> = Vec::new();
-    let (tokens, types) = if arch == Arch::Qwen3 {
+    let (tokens, types) = if small {
+        // SentencePiece without byte fallback: 18 tokens, for files of a few KB.
+        let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["\u{2581}", "\u{2581}w", "w"].iter().map(|s| s.to_string()))
+            .chain((0..10).map(|d| d.to_string()))
+            .collect();
+        let mut types = vec![2, 3, 3, 3, 3];
+        types.extend(std::iter::repeat_n(1, tokens.len() - 5));
+        md.push(("tokenizer.ggml.model".into(), V::String("llama".into())));
+        md.push((
+            "tokenizer.ggml.scores".into(),
+            V::Array((0..tokens.len()).map(|i| V::F32(-(i as f32))).collect()),
+        ));
+        md.push(("tokenizer.ggml.bos_token_id".into(), V::U32(1)));
+        md.push(("tokenizer.ggml.eos_token_id".into(), V::U32(4)));
+        (tokens, types)
+    } else if arch == Arch::Qwen3 {
         let chars = byte_chars();
         let mut tokens: Vec<String> = chars.iter().map(|c| c.to_string()).collect();
         let mut merges = Vec::new();
@@ -312,24 +330,84 @@ fn gguf_tokenizer(arch: Arch) -> (Vec<(String, gguf_file::Value)>, usize) {
     (md, vocab)
 }
 
+/// GGUF metadata as [`write_gguf_with`] collects it, in order.
+pub type Metadata = Vec<(String, gguf_file::Value)>;
+
+/// Sizes of a tiny GGUF model.
+#[derive(Clone, Copy, Debug)]
+pub struct GgufSizes {
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub layers: usize,
+    /// An 18-token tokenizer instead of one with 256 byte tokens.
+    pub small_vocab: bool,
+}
+
+/// The sizes [`write_gguf`] writes.
+pub const G_SIZES: GgufSizes = GgufSizes {
+    hidden: G_HIDDEN,
+    heads: G_HEADS,
+    kv_heads: G_KV_HEADS,
+    head_dim: G_HEAD_DIM,
+    ffn: G_FFN,
+    layers: G_LAYERS,
+    small_vocab: false,
+};
+
+/// Files of a few KB (one block, 32 wide, 18 tokens): the fuzz corpus and the crafted
+/// files of the limit tests.
+pub const SMALL_SIZES: GgufSizes = GgufSizes {
+    hidden: 32,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 8,
+    ffn: 32,
+    layers: 1,
+    small_vocab: true,
+};
+
 /// Writes a tiny GGUF model of `arch` to `path`: attention in Q8_0, feed-forward in Q4_1,
 /// the output head in Q4_K, the embedding table in Q8_0 and norms in F32, as llama.cpp's
 /// quantised files mix them. Returns its vocabulary size.
 pub fn write_gguf(path: &Path, arch: Arch) -> usize {
+    write_gguf_with(path, arch, &G_SIZES, &mut |_| {})
+}
+
+/// [`write_gguf`] of any sizes, with `edit` applied to the metadata before it is written
+/// (the limit tests corrupt one field). The output head is Q8_0 where the width is not
+/// whole Q4_K blocks.
+pub fn write_gguf_with(
+    path: &Path,
+    arch: Arch,
+    sizes: &GgufSizes,
+    edit: &mut dyn FnMut(&mut Metadata),
+) -> usize {
     use gguf_file::Value as V;
-    let (mut md, vocab) = gguf_tokenizer(arch);
+    let GgufSizes {
+        hidden: g_hidden,
+        heads: g_heads,
+        kv_heads: g_kv_heads,
+        head_dim: g_head_dim,
+        ffn: g_ffn,
+        layers: g_layers,
+        small_vocab,
+    } = *sizes;
+    let (mut md, vocab) = gguf_tokenizer(arch, small_vocab);
     let name = gguf_arch(arch);
     let key = |k: &str| format!("{name}.{k}");
     md.push(("general.architecture".into(), V::String(name.into())));
-    md.push((key("block_count"), V::U32(G_LAYERS as u32)));
+    md.push((key("block_count"), V::U32(g_layers as u32)));
     md.push((key("context_length"), V::U32(256)));
-    md.push((key("embedding_length"), V::U32(G_HIDDEN as u32)));
-    md.push((key("feed_forward_length"), V::U32(G_FFN as u32)));
-    md.push((key("attention.head_count"), V::U32(G_HEADS as u32)));
-    md.push((key("attention.head_count_kv"), V::U32(G_KV_HEADS as u32)));
-    md.push((key("attention.key_length"), V::U32(G_HEAD_DIM as u32)));
-    md.push((key("attention.value_length"), V::U32(G_HEAD_DIM as u32)));
-    md.push((key("rope.dimension_count"), V::U32(G_HEAD_DIM as u32)));
+    md.push((key("embedding_length"), V::U32(g_hidden as u32)));
+    md.push((key("feed_forward_length"), V::U32(g_ffn as u32)));
+    md.push((key("attention.head_count"), V::U32(g_heads as u32)));
+    md.push((key("attention.head_count_kv"), V::U32(g_kv_heads as u32)));
+    md.push((key("attention.key_length"), V::U32(g_head_dim as u32)));
+    md.push((key("attention.value_length"), V::U32(g_head_dim as u32)));
+    md.push((key("rope.dimension_count"), V::U32(g_head_dim as u32)));
     md.push((key("attention.layer_norm_rms_epsilon"), V::F32(1e-6)));
     md.push((key("rope.freq_base"), V::F32(10_000.0)));
     if arch == Arch::Gemma3 {
@@ -346,8 +424,8 @@ pub fn write_gguf(path: &Path, arch: Arch) -> usize {
         let t = Tensor::from_vec(v, shape, &Device::Cpu).unwrap();
         tensors.push((name, QTensor::quantize(&t, dtype).unwrap()));
     };
-    let (h, hd) = (G_HIDDEN, G_HEAD_DIM);
-    let (q, kv) = (G_HEADS * hd, G_KV_HEADS * hd);
+    let (h, hd) = (g_hidden, g_head_dim);
+    let (q, kv) = (g_heads * hd, g_kv_heads * hd);
     // Scales keep each layer's output of order one: about 1/sqrt(fan-in).
     let s = 1.0 / (h as f32).sqrt();
     add(
@@ -362,28 +440,32 @@ pub fn write_gguf(path: &Path, arch: Arch) -> usize {
         add(
             "output.weight".into(),
             &[vocab, h],
-            GgmlDType::Q4K,
+            if g_hidden % 256 == 0 {
+                GgmlDType::Q4K
+            } else {
+                GgmlDType::Q8_0
+            },
             3.0 * s,
             0.0,
         );
     }
-    for l in 0..G_LAYERS {
+    for l in 0..g_layers {
         let p = |part: &str| format!("blk.{l}.{part}.weight");
         add(p("attn_norm"), &[h], GgmlDType::F32, 0.1, 1.0);
         add(p("ffn_norm"), &[h], GgmlDType::F32, 0.1, 1.0);
         if arch == Arch::Phi3 {
             add(p("attn_qkv"), &[q + 2 * kv, h], GgmlDType::Q8_0, s, 0.0);
-            add(p("ffn_up"), &[2 * G_FFN, h], GgmlDType::Q4_1, s, 0.0);
+            add(p("ffn_up"), &[2 * g_ffn, h], GgmlDType::Q4_1, s, 0.0);
         } else {
             add(p("attn_q"), &[q, h], GgmlDType::Q8_0, s, 0.0);
             add(p("attn_k"), &[kv, h], GgmlDType::Q8_0, s, 0.0);
             add(p("attn_v"), &[kv, h], GgmlDType::Q8_0, s, 0.0);
-            add(p("ffn_gate"), &[G_FFN, h], GgmlDType::Q4_1, s, 0.0);
-            add(p("ffn_up"), &[G_FFN, h], GgmlDType::Q4_1, s, 0.0);
+            add(p("ffn_gate"), &[g_ffn, h], GgmlDType::Q4_1, s, 0.0);
+            add(p("ffn_up"), &[g_ffn, h], GgmlDType::Q4_1, s, 0.0);
         }
         add(p("attn_output"), &[h, q], GgmlDType::Q8_0, s, 0.0);
-        let down = 1.0 / (G_FFN as f32).sqrt();
-        add(p("ffn_down"), &[h, G_FFN], GgmlDType::Q8_0, down, 0.0);
+        let down = 1.0 / (g_ffn as f32).sqrt();
+        add(p("ffn_down"), &[h, g_ffn], GgmlDType::Q8_0, down, 0.0);
         if matches!(arch, Arch::Qwen3 | Arch::Gemma3) {
             add(p("attn_q_norm"), &[hd], GgmlDType::F32, 0.1, 1.0);
             add(p("attn_k_norm"), &[hd], GgmlDType::F32, 0.1, 1.0);
@@ -393,11 +475,35 @@ pub fn write_gguf(path: &Path, arch: Arch) -> usize {
             add(p("post_ffw_norm"), &[h], GgmlDType::F32, 0.1, 1.0);
         }
     }
+    edit(&mut md);
     let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     let mut file = std::fs::File::create(path).unwrap();
     gguf_file::write(&mut file, &md_refs, &t_refs).unwrap();
     vocab
+}
+
+/// Overwrites, in a GGUF file written by [`write_gguf_with`], the dimensions of tensor
+/// `name` (in GGUF's order: the row length first), which must have as many as before:
+/// a header whose sizes the data does not back.
+pub fn patch_tensor_dims(path: &Path, name: &str, dims: &[u64]) {
+    let mut bytes = std::fs::read(path).unwrap();
+    // A tensor info: name length (u64), name, n_dims (u32), dims (u64 each), ...
+    let mut key = (name.len() as u64).to_le_bytes().to_vec();
+    key.extend_from_slice(name.as_bytes());
+    let at = bytes
+        .windows(key.len())
+        .rposition(|w| w == key.as_slice())
+        .expect("the tensor's name in the header");
+    let mut p = at + key.len();
+    let n = u32::from_le_bytes(bytes[p..p + 4].try_into().unwrap()) as usize;
+    assert_eq!(n, dims.len(), "{name} has {n} dimensions");
+    p += 4;
+    for d in dims {
+        bytes[p..p + 8].copy_from_slice(&d.to_le_bytes());
+        p += 8;
+    }
+    std::fs::write(path, bytes).unwrap();
 }
 
 /// Settings for a model file or folder on `device`.

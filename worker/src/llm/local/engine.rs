@@ -128,7 +128,20 @@ impl Engine {
                         return;
                     }
                 };
-                serve(&model, &rx, max_batch.max(1));
+                // A panic in a forward pass (a bug, or a model file that got past the
+                // load's checks) fails the requests in flight (their answer channels
+                // close) and serving starts over; an engine thread that died would leave
+                // a loaded-looking backend that fails every later job.
+                while let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                    || serve(&model, &rx, max_batch.max(1)),
+                )) {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic");
+                    tracing::error!(%message, "the model's forward pass panicked; its requests fail and the engine goes on");
+                }
             })
             .map_err(|e| LoadError::new(&path, format!("cannot start the model thread: {e}")))?;
         match ready_rx.recv() {

@@ -8,6 +8,7 @@
 //! adds the 1 when writing GGUF, so only safetensors weights get the offset here.
 
 use super::hf::HfConfig;
+use super::limits;
 use super::model::{Activation, Config, Rope};
 use super::weights::{LoadError, Meta, Source};
 
@@ -57,16 +58,18 @@ fn global_rope(theta: f32, head_dim: usize, linear: Option<f32>) -> Rope {
 
 /// The configuration from GGUF metadata.
 pub fn from_gguf(meta: &Meta, _source: &mut Source, vocab: usize) -> Result<Config, LoadError> {
-    let hidden = meta.usize("embedding_length")?;
-    let heads = meta.usize("attention.head_count")?;
-    let head_dim = meta.usize_opt("attention.key_length")?.unwrap_or(256);
-    let layers = meta.usize("block_count")?;
+    let hidden = meta.size("embedding_length", &limits::HIDDEN)?;
+    let heads = meta.size("attention.head_count", &limits::HEADS)?;
+    let head_dim = meta
+        .size_opt("attention.key_length", &limits::HEAD_DIM)?
+        .unwrap_or(256);
+    let layers = meta.size("block_count", &limits::LAYERS)?;
     let pattern = meta
         .usize_opt("attention.sliding_window_pattern")?
         .unwrap_or(DEFAULT_PATTERN);
     Ok(Config {
         rope_local: Some(Rope::plain(LOCAL_THETA)),
-        sliding_window: Some(meta.usize("attention.sliding_window")?),
+        sliding_window: Some(meta.size("attention.sliding_window", &limits::CONTEXT)?),
         layer_uses_window: window_layers(layers, pattern),
         activation: Activation::GeluTanh,
         embed_scale: Some((hidden as f32).sqrt()),
@@ -76,7 +79,8 @@ pub fn from_gguf(meta: &Meta, _source: &mut Source, vocab: usize) -> Result<Conf
             hidden,
             layers,
             heads,
-            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+            meta.size_opt("attention.head_count_kv", &limits::HEADS)?
+                .unwrap_or(heads),
             head_dim,
             f64::from(
                 meta.f32_opt("attention.layer_norm_rms_epsilon")?
@@ -87,17 +91,18 @@ pub fn from_gguf(meta: &Meta, _source: &mut Source, vocab: usize) -> Result<Conf
                 head_dim,
                 meta.f32_opt("rope.scaling.factor")?,
             ),
-            meta.usize_opt("context_length")?.unwrap_or(32_768),
+            meta.size_opt("context_length", &limits::CONTEXT)?
+                .unwrap_or(32_768),
         )
     })
 }
 
 /// The configuration from `config.json` (its `text_config` for the multimodal models).
 pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
-    let hidden = cfg.usize("hidden_size")?;
-    let heads = cfg.usize("num_attention_heads")?;
-    let head_dim = cfg.usize_opt("head_dim")?.unwrap_or(256);
-    let layers = cfg.usize("num_hidden_layers")?;
+    let hidden = cfg.size("hidden_size", &limits::HIDDEN)?;
+    let heads = cfg.size("num_attention_heads", &limits::HEADS)?;
+    let head_dim = cfg.size_opt("head_dim", &limits::HEAD_DIM)?.unwrap_or(256);
+    let layers = cfg.size("num_hidden_layers", &limits::LAYERS)?;
     let layer_uses_window = match cfg.get("layer_types").and_then(|v| v.as_array()) {
         Some(types) => {
             if types.len() != layers {
@@ -133,7 +138,10 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
             cfg.f64_opt("rope_local_base_freq")?
                 .unwrap_or(f64::from(LOCAL_THETA)) as f32,
         )),
-        sliding_window: Some(cfg.usize_opt("sliding_window")?.unwrap_or(512)),
+        sliding_window: Some(
+            cfg.size_opt("sliding_window", &limits::CONTEXT)?
+                .unwrap_or(512),
+        ),
         layer_uses_window,
         activation: Activation::GeluTanh,
         embed_scale: Some((hidden as f32).sqrt()),
@@ -141,11 +149,12 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
         final_logit_softcap: cfg.f64_opt("final_logit_softcapping")?.map(|x| x as f32),
         ..Config::standard(
             ARCH,
-            cfg.usize("vocab_size")?,
+            cfg.size("vocab_size", &limits::VOCAB)?,
             hidden,
             layers,
             heads,
-            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+            cfg.size_opt("num_key_value_heads", &limits::HEADS)?
+                .unwrap_or(heads),
             head_dim,
             cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
             global_rope(
@@ -153,7 +162,8 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
                 head_dim,
                 linear,
             ),
-            cfg.usize_opt("max_position_embeddings")?.unwrap_or(32_768),
+            cfg.size_opt("max_position_embeddings", &limits::CONTEXT)?
+                .unwrap_or(32_768),
         )
     })
 }

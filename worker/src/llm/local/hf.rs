@@ -1,6 +1,7 @@
 //! Reading a Hugging Face `config.json` (the fields every architecture file needs, with
 //! errors that name the file and the field).
 
+use super::limits::{self, Limit};
 use super::weights::LoadError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -50,23 +51,48 @@ impl HfConfig {
         self.value.get(key).filter(|v| !v.is_null())
     }
 
-    /// A required unsigned integer.
-    pub fn usize(&self, key: &str) -> Result<usize, LoadError> {
-        self.usize_opt(key)?
-            .ok_or_else(|| LoadError::new(&self.path, format!("field \"{key}\" is missing")))
-    }
-
     /// An unsigned integer, if present.
     pub fn usize_opt(&self, key: &str) -> Result<Option<usize>, LoadError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_u64().map(|x| Some(x as usize)).ok_or_else(|| {
-                LoadError::new(
+            Some(v) => v
+                .as_u64()
+                .and_then(|x| usize::try_from(x).ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    LoadError::new(
+                        &self.path,
+                        format!("field \"{key}\" is {v}, expected an unsigned integer"),
+                    )
+                }),
+        }
+    }
+
+    /// A required size within `limit` (the error names the field and the limit).
+    pub fn size(&self, key: &str, limit: &Limit) -> Result<usize, LoadError> {
+        self.size_opt(key, limit)?
+            .ok_or_else(|| LoadError::new(&self.path, format!("field \"{key}\" is missing")))
+    }
+
+    /// A size within `limit`, if present.
+    pub fn size_opt(&self, key: &str, limit: &Limit) -> Result<Option<usize>, LoadError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(x) => limit.check(&self.path, key, x).map(Some),
+                None => Err(LoadError::new(
                     &self.path,
                     format!("field \"{key}\" is {v}, expected an unsigned integer"),
-                )
-            }),
+                )),
+            },
         }
+    }
+
+    /// The head width of a model that does not state it: `hidden / heads`, within
+    /// [`limits::HEAD_DIM`].
+    pub fn head_dim_of(&self, hidden: usize, heads: usize) -> Result<usize, LoadError> {
+        let field = "hidden_size / num_attention_heads";
+        limits::HEAD_DIM.check(&self.path, field, (hidden / heads.max(1)) as u64)
     }
 
     /// A float, if present.

@@ -7,6 +7,7 @@
 //! adjacent pairs; the safetensors weights rotate halves.
 
 use super::hf::HfConfig;
+use super::limits;
 use super::model::{Config, Rope, RopeStyle};
 use super::weights::{hf_llama_name, LoadError, Meta, Source};
 
@@ -23,13 +24,14 @@ pub fn hf_name(base: &str) -> String {
 
 /// The configuration from GGUF metadata.
 pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Config, LoadError> {
-    let hidden = meta.usize("embedding_length")?;
-    let heads = meta.usize("attention.head_count")?;
-    let head_dim = match meta.usize_opt("attention.key_length")? {
+    let hidden = meta.size("embedding_length", &limits::HIDDEN)?;
+    let heads = meta.size("attention.head_count", &limits::HEADS)?;
+    let head_dim = match meta.size_opt("attention.key_length", &limits::HEAD_DIM)? {
         Some(d) => d,
-        None => meta
-            .usize_opt("rope.dimension_count")?
-            .unwrap_or(hidden / heads),
+        None => match meta.size_opt("rope.dimension_count", &limits::HEAD_DIM)? {
+            Some(d) => d,
+            None => meta.head_dim_of(hidden, heads)?,
+        },
     };
     let mut rope = Rope::plain(meta.f32_opt("rope.freq_base")?.unwrap_or(10_000.0));
     if let Some(factors) = source.gguf_vector("rope_freqs.weight")? {
@@ -39,7 +41,7 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
             rope.freq_factors = vec![f; head_dim / 2];
         }
     }
-    let layers = meta.usize("block_count")?;
+    let layers = meta.size("block_count", &limits::LAYERS)?;
     Ok(Config {
         rope_style: RopeStyle::Interleaved,
         ..Config::standard(
@@ -48,11 +50,13 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
             hidden,
             layers,
             heads,
-            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+            meta.size_opt("attention.head_count_kv", &limits::HEADS)?
+                .unwrap_or(heads),
             head_dim,
             f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
             rope,
-            meta.usize_opt("context_length")?.unwrap_or(4096),
+            meta.size_opt("context_length", &limits::CONTEXT)?
+                .unwrap_or(4096),
         )
     })
 }
@@ -89,9 +93,12 @@ pub fn llama3_factors(
 
 /// The configuration from `config.json`.
 pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
-    let hidden = cfg.usize("hidden_size")?;
-    let heads = cfg.usize("num_attention_heads")?;
-    let head_dim = cfg.usize_opt("head_dim")?.unwrap_or(hidden / heads);
+    let hidden = cfg.size("hidden_size", &limits::HIDDEN)?;
+    let heads = cfg.size("num_attention_heads", &limits::HEADS)?;
+    let head_dim = match cfg.size_opt("head_dim", &limits::HEAD_DIM)? {
+        Some(d) => d,
+        None => cfg.head_dim_of(hidden, heads)?,
+    };
     let theta = cfg.f64_opt("rope_theta")?.unwrap_or(10_000.0) as f32;
     let mut rope = Rope::plain(theta);
     if let Some(scaling) = cfg.get("rope_scaling") {
@@ -123,17 +130,19 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
             }
         }
     }
-    let layers = cfg.usize("num_hidden_layers")?;
+    let layers = cfg.size("num_hidden_layers", &limits::LAYERS)?;
     Ok(Config::standard(
         ARCH,
-        cfg.usize("vocab_size")?,
+        cfg.size("vocab_size", &limits::VOCAB)?,
         hidden,
         layers,
         heads,
-        cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+        cfg.size_opt("num_key_value_heads", &limits::HEADS)?
+            .unwrap_or(heads),
         head_dim,
         cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
         rope,
-        cfg.usize_opt("max_position_embeddings")?.unwrap_or(4096),
+        cfg.size_opt("max_position_embeddings", &limits::CONTEXT)?
+            .unwrap_or(4096),
     ))
 }

@@ -13,6 +13,7 @@ pub mod chat;
 pub mod engine;
 pub mod gemma3;
 pub mod hf;
+pub mod limits;
 pub mod llama;
 pub mod model;
 pub mod phi3;
@@ -115,9 +116,27 @@ fn file_sha256(path: &Path) -> Result<String, LoadError> {
             return Ok(sha.clone());
         }
     }
-    let mut file = std::fs::File::open(path).map_err(|e| LoadError::new(path, format!("{e}")))?;
+    // A symlink to a device (`/dev/zero`) or a FIFO never ends: only a regular file (after
+    // symlinks) is hashed, and never past the length its metadata stated.
+    if !meta.is_file() {
+        return Err(LoadError::new(
+            path,
+            "is not a regular file (a device, FIFO or folder cannot be a model file)",
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| LoadError::new(path, format!("{e}")))?;
     let mut h = Sha256::new();
-    std::io::copy(&mut file, &mut h).map_err(|e| LoadError::new(path, format!("{e}")))?;
+    let hashed = std::io::copy(&mut std::io::Read::take(file, meta.len()), &mut h)
+        .map_err(|e| LoadError::new(path, format!("{e}")))?;
+    if hashed != meta.len() {
+        return Err(LoadError::new(
+            path,
+            format!(
+                "changed while hashed: {hashed} bytes read of {}",
+                meta.len()
+            ),
+        ));
+    }
     let sha = hex::encode(h.finalize());
     memo.lock()
         .expect("memo")
@@ -260,6 +279,7 @@ impl LocalModel {
             Some(t) => t.len(),
             None => tokenizer.vocab_size(),
         };
+        let vocab = limits::VOCAB.check(path, "tokenizer.ggml.tokens (count)", vocab as u64)?;
         let meta = Meta {
             values: &md,
             arch: &arch,
@@ -279,6 +299,7 @@ impl LocalModel {
                 ))
             }
         };
+        limits::validate(&config, path, &limits::Fields::gguf(&arch))?;
         let model = build(config, &mut source)?;
         let id = |key: &str| {
             md.get(key).and_then(|v| {
@@ -344,6 +365,7 @@ impl LocalModel {
             "gemma3" | "gemma3_text" => gemma3::from_hf(&cfg)?,
             _ => llama::from_hf(&cfg)?,
         };
+        limits::validate(&config, &cfg.path, &limits::Fields::hf())?;
         let mut source = Source::safetensors(folder, names, offset, dtype, device)?;
         let model = build(config, &mut source)?;
         let tokenizer = Tokenizer::from_file(&folder.join("tokenizer.json"))?;
@@ -438,7 +460,7 @@ impl LocalModel {
 }
 
 fn build(config: Config, source: &mut Source) -> Result<Transformer, LoadError> {
-    let parts = source.parts(config.vocab, config.hidden, config.layers, config.head_dim)?;
+    let parts = source.parts(&config)?;
     let (device, dtype) = (source.device().clone(), source.dtype());
     let path = match source {
         Source::Gguf { path, .. } | Source::Safetensors { path, .. } => path.clone(),

@@ -118,6 +118,15 @@ impl Weight {
         }
     }
 
+    /// Input width (columns of the matrix).
+    pub fn in_dim(&self) -> Result<usize> {
+        match self {
+            Weight::Candle(QMatMul::QTensor(q)) => q.shape().dims2().map(|(_, c)| c),
+            Weight::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => t.dim(1),
+            Weight::Cpu(q) => Ok(q.cols()),
+        }
+    }
+
     /// `x W^T` for `m` rows of `k` values on the CPU, as plain buffers: credence's
     /// kernels, or candle's through a tensor. Both forward paths multiply through here.
     pub fn matmul_rows(&self, x: &[f32], m: usize, k: usize) -> Result<Vec<f32>> {

@@ -6,6 +6,7 @@
 //! switched to the long factors.
 
 use super::hf::HfConfig;
+use super::limits;
 use super::model::{Config, Rope};
 use super::weights::{hf_llama_name, LoadError, Meta, Source};
 
@@ -44,17 +45,20 @@ fn windows(layers: usize, window: Option<usize>, context: usize) -> (Option<usiz
 
 /// The configuration from GGUF metadata.
 pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Config, LoadError> {
-    let hidden = meta.usize("embedding_length")?;
-    let heads = meta.usize("attention.head_count")?;
-    let head_dim = meta
-        .usize_opt("rope.dimension_count")?
-        .unwrap_or(hidden / heads);
-    let layers = meta.usize("block_count")?;
-    let mut context = meta.usize_opt("context_length")?.unwrap_or(4096);
+    let hidden = meta.size("embedding_length", &limits::HIDDEN)?;
+    let heads = meta.size("attention.head_count", &limits::HEADS)?;
+    let head_dim = match meta.size_opt("rope.dimension_count", &limits::HEAD_DIM)? {
+        Some(d) => d,
+        None => meta.head_dim_of(hidden, heads)?,
+    };
+    let layers = meta.size("block_count", &limits::LAYERS)?;
+    let mut context = meta
+        .size_opt("context_length", &limits::CONTEXT)?
+        .unwrap_or(4096);
     let mut rope = Rope::plain(meta.f32_opt("rope.freq_base")?.unwrap_or(10_000.0));
     if let Some(short) = source.gguf_vector("rope_factors_short.weight")? {
         let original = meta
-            .usize_opt("rope.scaling.original_context_length")?
+            .size_opt("rope.scaling.original_context_length", &limits::CONTEXT)?
             .unwrap_or(4096);
         rope.freq_factors = short;
         rope.magnitude = match meta.f32_opt("rope.scaling.attn_factor")? {
@@ -63,8 +67,11 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
         };
         context = original;
     }
-    let (sliding_window, layer_uses_window) =
-        windows(layers, meta.usize_opt("attention.sliding_window")?, context);
+    let (sliding_window, layer_uses_window) = windows(
+        layers,
+        meta.size_opt("attention.sliding_window", &limits::CONTEXT)?,
+        context,
+    );
     Ok(Config {
         sliding_window,
         layer_uses_window,
@@ -74,7 +81,8 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
             hidden,
             layers,
             heads,
-            meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+            meta.size_opt("attention.head_count_kv", &limits::HEADS)?
+                .unwrap_or(heads),
             head_dim,
             f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
             rope,
@@ -85,11 +93,13 @@ pub fn from_gguf(meta: &Meta, source: &mut Source, vocab: usize) -> Result<Confi
 
 /// The configuration from `config.json`.
 pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
-    let hidden = cfg.usize("hidden_size")?;
-    let heads = cfg.usize("num_attention_heads")?;
-    let head_dim = hidden / heads;
-    let layers = cfg.usize("num_hidden_layers")?;
-    let mut context = cfg.usize_opt("max_position_embeddings")?.unwrap_or(4096);
+    let hidden = cfg.size("hidden_size", &limits::HIDDEN)?;
+    let heads = cfg.size("num_attention_heads", &limits::HEADS)?;
+    let head_dim = cfg.head_dim_of(hidden, heads)?;
+    let layers = cfg.size("num_hidden_layers", &limits::LAYERS)?;
+    let mut context = cfg
+        .size_opt("max_position_embeddings", &limits::CONTEXT)?
+        .unwrap_or(4096);
     let mut rope = Rope::plain(cfg.f64_opt("rope_theta")?.unwrap_or(10_000.0) as f32);
     if let Some(scaling) = cfg.get("rope_scaling") {
         let kind = scaling
@@ -100,7 +110,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
         match kind {
             "longrope" | "su" => {
                 let original = cfg
-                    .usize_opt("original_max_position_embeddings")?
+                    .size_opt("original_max_position_embeddings", &limits::CONTEXT)?
                     .unwrap_or(4096);
                 let short = cfg.floats(scaling, "short_factor")?;
                 if short.len() != head_dim / 2 {
@@ -126,18 +136,22 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
             }
         }
     }
-    let (sliding_window, layer_uses_window) =
-        windows(layers, cfg.usize_opt("sliding_window")?, context);
+    let (sliding_window, layer_uses_window) = windows(
+        layers,
+        cfg.size_opt("sliding_window", &limits::CONTEXT)?,
+        context,
+    );
     Ok(Config {
         sliding_window,
         layer_uses_window,
         ..Config::standard(
             ARCH,
-            cfg.usize("vocab_size")?,
+            cfg.size("vocab_size", &limits::VOCAB)?,
             hidden,
             layers,
             heads,
-            cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+            cfg.size_opt("num_key_value_heads", &limits::HEADS)?
+                .unwrap_or(heads),
             head_dim,
             cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-5),
             rope,

@@ -148,6 +148,15 @@ impl Plain {
     /// tables are read out as f32).
     pub fn new(parts: PlainParts<'_>) -> Result<Self> {
         let c = parts.config;
+        // `attend` writes each key/value head's group of query heads through a raw
+        // pointer: the groups must tile the heads exactly.
+        if c.kv_heads == 0 || !c.heads.is_multiple_of(c.kv_heads) {
+            candle_core::bail!(
+                "{} query heads do not divide into {} key/value heads",
+                c.heads,
+                c.kv_heads
+            );
+        }
         let mut blocks = Vec::with_capacity(parts.blocks.len());
         for b in parts.blocks {
             let qkv = match &b.qkv {
@@ -365,6 +374,15 @@ impl Plain {
         let rep = heads / groups;
         let scale = c.attn_scale;
         let mut out = vec![0f32; queries.len() * qw];
+        // What the unchecked writes below rely on (`Plain::new` refuses other head counts;
+        // the projections give `q` its width).
+        debug_assert_eq!(rep * groups, heads, "key/value groups tile the query heads");
+        debug_assert_eq!(
+            q.len(),
+            queries.len() * qw,
+            "one query row per (sequence, position)"
+        );
+        let out_len = out.len();
         let out_ptr = out.as_mut_ptr() as usize;
         let simd = super::qmatmul::has_avx2();
         candle_core::utils::barrier_pool().execute_chunked(queries.len() * groups, |range| {
@@ -403,6 +421,10 @@ impl Plain {
                         *sum += *s;
                     }
                 }
+                debug_assert!(
+                    r < queries.len() && (r * qw + (g + 1) * rep * d) <= out_len,
+                    "head range outside the output"
+                );
                 // SAFETY: `execute_chunked` hands out disjoint items, and item (r, g)
                 // writes only the head_dim values of its own query heads in `out`, which
                 // outlives the call.

@@ -112,14 +112,19 @@ impl QMatrix {
         })
     }
 
+    /// The number of blocks of a `[rows, cols]` matrix, which `len` bytes must hold
+    /// exactly; checked arithmetic, since `rows` and `cols` come from a file and the
+    /// products index the blocks without bounds checks ([`QMatrix::matmul`]).
     fn check(rows: usize, cols: usize, len: usize, block_bytes: usize) -> Result<usize, String> {
         if !cols.is_multiple_of(BLOCK) {
             return Err(format!("{cols} columns are not a multiple of {BLOCK}"));
         }
-        let nb = rows * cols / BLOCK;
-        if len < nb * block_bytes {
-            return Err(format!("{len} bytes for {nb} blocks of {block_bytes}"));
-        }
+        let nb = rows
+            .checked_mul(cols / BLOCK)
+            .filter(|nb| nb.checked_mul(block_bytes) == Some(len))
+            .ok_or_else(|| {
+                format!("{len} bytes are not {rows} x {cols} values in blocks of {block_bytes}")
+            })?;
         Ok(nb)
     }
 
@@ -150,11 +155,24 @@ impl QMatrix {
         let nb = k / BLOCK;
         let acts: Vec<ActBlock> = x.chunks_exact(BLOCK).map(quantize_block).collect();
         let n = self.rows;
+        // The store below writes `y[(start + i) * n + row]` without bounds checks: it
+        // relies on every weight row having `nb` blocks (from `check`) and on `m * n`
+        // fitting usize (the products are checked here, where it is cheap).
+        let len = m.checked_mul(n).expect("matmul: m x rows overflows usize");
+        debug_assert_eq!(acts.len(), m * nb, "one activation row is nb blocks");
+        debug_assert_eq!(
+            match &self.blocks {
+                Blocks::Q8(b) => b.len(),
+                Blocks::Q41(b) => b.len(),
+            },
+            n * nb,
+            "a weight row is nb blocks"
+        );
         // Each worker owns whole weight rows, so output column `row` of every activation
         // row is written by one worker only. candle's spinning thread pool (the caller
         // takes part; one thread runs inline) rather than rayon's, whose sleeping workers
         // cost a wake-up per product: a decode step makes 200 small ones.
-        let mut y = vec![0f32; m * n];
+        let mut y = vec![0f32; len];
         let out_ptr = y.as_mut_ptr() as usize;
         candle_core::utils::barrier_pool().execute_chunked(n, |range| {
             let mut dst = [0f32; ROWS_PER_PASS];
@@ -171,6 +189,7 @@ impl QMatrix {
                         Blocks::Q41(b) => dot_q41(&b[row * nb..(row + 1) * nb], a, nb, dst, isa),
                     }
                     for (i, &v) in dst.iter().enumerate() {
+                        debug_assert!(row < n && start + i < m, "store outside y");
                         // SAFETY: `execute_chunked` hands out disjoint row ranges, so
                         // column `row` is written by this worker only, at an index below
                         // m * n, and `y` outlives the call.

@@ -3,6 +3,7 @@
 //! with `enable_thinking=False` (see [`super::chat`]).
 
 use super::hf::HfConfig;
+use super::limits;
 use super::model::{Config, Rope};
 use super::weights::{hf_llama_name, LoadError, Meta, Source};
 
@@ -20,42 +21,50 @@ pub fn hf_name(base: &str) -> String {
 
 /// The configuration from GGUF metadata.
 pub fn from_gguf(meta: &Meta, _source: &mut Source, vocab: usize) -> Result<Config, LoadError> {
-    let hidden = meta.usize("embedding_length")?;
-    let heads = meta.usize("attention.head_count")?;
-    let head_dim = meta
-        .usize_opt("attention.key_length")?
-        .unwrap_or(hidden / heads);
-    let layers = meta.usize("block_count")?;
+    let hidden = meta.size("embedding_length", &limits::HIDDEN)?;
+    let heads = meta.size("attention.head_count", &limits::HEADS)?;
+    let head_dim = match meta.size_opt("attention.key_length", &limits::HEAD_DIM)? {
+        Some(d) => d,
+        None => meta.head_dim_of(hidden, heads)?,
+    };
+    let layers = meta.size("block_count", &limits::LAYERS)?;
     Ok(Config::standard(
         ARCH,
         vocab,
         hidden,
         layers,
         heads,
-        meta.usize_opt("attention.head_count_kv")?.unwrap_or(heads),
+        meta.size_opt("attention.head_count_kv", &limits::HEADS)?
+            .unwrap_or(heads),
         head_dim,
         f64::from(meta.f32("attention.layer_norm_rms_epsilon")?),
         Rope::plain(meta.f32_opt("rope.freq_base")?.unwrap_or(1_000_000.0)),
-        meta.usize_opt("context_length")?.unwrap_or(40_960),
+        meta.size_opt("context_length", &limits::CONTEXT)?
+            .unwrap_or(40_960),
     ))
 }
 
 /// The configuration from `config.json`.
 pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
-    let hidden = cfg.usize("hidden_size")?;
-    let heads = cfg.usize("num_attention_heads")?;
-    let head_dim = cfg.usize_opt("head_dim")?.unwrap_or(hidden / heads);
-    let layers = cfg.usize("num_hidden_layers")?;
+    let hidden = cfg.size("hidden_size", &limits::HIDDEN)?;
+    let heads = cfg.size("num_attention_heads", &limits::HEADS)?;
+    let head_dim = match cfg.size_opt("head_dim", &limits::HEAD_DIM)? {
+        Some(d) => d,
+        None => cfg.head_dim_of(hidden, heads)?,
+    };
+    let layers = cfg.size("num_hidden_layers", &limits::LAYERS)?;
     Ok(Config::standard(
         ARCH,
-        cfg.usize("vocab_size")?,
+        cfg.size("vocab_size", &limits::VOCAB)?,
         hidden,
         layers,
         heads,
-        cfg.usize_opt("num_key_value_heads")?.unwrap_or(heads),
+        cfg.size_opt("num_key_value_heads", &limits::HEADS)?
+            .unwrap_or(heads),
         head_dim,
         cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
         Rope::plain(cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32),
-        cfg.usize_opt("max_position_embeddings")?.unwrap_or(40_960),
+        cfg.size_opt("max_position_embeddings", &limits::CONTEXT)?
+            .unwrap_or(40_960),
     ))
 }

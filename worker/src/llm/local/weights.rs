@@ -5,7 +5,8 @@
 //! (fused projections, query/key norms, Gemma's extra norms) is read from which tensors
 //! the file holds, so the architecture files only describe what the file cannot say.
 
-use super::model::{Block, Embedding, GateUp, Linear, Norm, Parts, Qkv, Weight};
+use super::limits::{self, Limit};
+use super::model::{Block, Config, Embedding, GateUp, Linear, Norm, Parts, Qkv, Weight};
 use super::qmatmul::QMatrix;
 use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
@@ -58,22 +59,64 @@ impl Meta<'_> {
         )
     }
 
-    /// An unsigned integer under `{arch}.{key}`.
-    pub fn usize(&self, key: &str) -> Result<usize, LoadError> {
-        self.usize_opt(key)?.ok_or_else(|| self.missing(key))
-    }
-
     /// An unsigned integer, if present.
     pub fn usize_opt(&self, key: &str) -> Result<Option<usize>, LoadError> {
+        match self.u64_opt(key)? {
+            None => Ok(None),
+            Some(x) => usize::try_from(x).map(Some).map_err(|_| {
+                LoadError::new(
+                    self.path,
+                    format!("{} = {x} does not fit usize", self.field(key)),
+                )
+            }),
+        }
+    }
+
+    /// The key as the file spells it (`{arch}.{key}`, or `key` where only that is set).
+    fn field(&self, key: &str) -> String {
+        let full = format!("{}.{key}", self.arch);
+        if self.values.contains_key(&full) || !self.values.contains_key(key) {
+            full
+        } else {
+            key.to_string()
+        }
+    }
+
+    fn u64_opt(&self, key: &str) -> Result<Option<u64>, LoadError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
                 .to_u64()
                 .or_else(|_| v.to_u32().map(u64::from))
                 .or_else(|_| v.to_i32().map(|x| x.max(0) as u64))
-                .map(|x| Some(x as usize))
-                .map_err(|e| LoadError::new(self.path, format!("{}.{key}: {e}", self.arch))),
+                .or_else(|_| v.to_i64().map(|x| x.max(0) as u64))
+                .map(Some)
+                .map_err(|e| LoadError::new(self.path, format!("{}: {e}", self.field(key)))),
         }
+    }
+
+    /// A size under `{arch}.{key}` within `limit` (the error names the key and the limit).
+    pub fn size(&self, key: &str, limit: &Limit) -> Result<usize, LoadError> {
+        self.size_opt(key, limit)?.ok_or_else(|| self.missing(key))
+    }
+
+    /// A size within `limit`, if present.
+    pub fn size_opt(&self, key: &str, limit: &Limit) -> Result<Option<usize>, LoadError> {
+        match self.u64_opt(key)? {
+            None => Ok(None),
+            Some(x) => limit.check(self.path, &self.field(key), x).map(Some),
+        }
+    }
+
+    /// The head width of a model that does not state it: `hidden / heads`, within
+    /// [`limits::HEAD_DIM`].
+    pub fn head_dim_of(&self, hidden: usize, heads: usize) -> Result<usize, LoadError> {
+        let field = format!(
+            "{} / {}",
+            self.field("embedding_length"),
+            self.field("attention.head_count")
+        );
+        limits::HEAD_DIM.check(self.path, &field, (hidden / heads.max(1)) as u64)
     }
 
     /// A float, if present.
@@ -131,8 +174,18 @@ impl Source {
     pub fn gguf(path: &Path, device: &Device) -> Result<Self, LoadError> {
         let mut file =
             File::open(path).map_err(|e| LoadError::new(path, format!("cannot open: {e}")))?;
-        let content = gguf_file::Content::read(&mut file)
-            .map_err(|e| LoadError::new(path, format!("not a readable GGUF file: {e}")))?;
+        // candle's reader divides by the file's `general.alignment` (a panic when it is 0):
+        // a bad header is this file's error, not the worker's end.
+        let content = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gguf_file::Content::read(&mut file)
+        }))
+        .map_err(|_| LoadError::new(path, "not a readable GGUF file: its header is malformed"))?
+        .map_err(|e| LoadError::new(path, format!("not a readable GGUF file: {e}")))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| LoadError::new(path, format!("cannot stat: {e}")))?
+            .len();
+        check_tensor_infos(path, &content, file_len)?;
         Ok(Source::Gguf {
             path: path.to_path_buf(),
             file,
@@ -157,6 +210,9 @@ impl Source {
         files.sort();
         if files.is_empty() {
             return Err(LoadError::new(folder, "holds no *.safetensors file"));
+        }
+        if let Some(odd) = files.iter().find(|f| !f.is_file()) {
+            return Err(LoadError::new(odd, "is not a regular file"));
         }
         // SAFETY: the files are mapped read-only; credence does not write them while the
         // model is loaded (the same contract as every safetensors loader).
@@ -291,8 +347,50 @@ impl Source {
         vb.get_unchecked(&name).map_err(|e| self.err(&name, e))
     }
 
-    /// A projection `{base}.weight` (and `{base}.bias` if present).
-    pub fn linear(&mut self, base: &str) -> Result<Linear, LoadError> {
+    /// The dimensions of tensor `{base}.{suffix}` as the GGUF header states them (None
+    /// for safetensors, whose shapes are known once a tensor is mapped).
+    fn gguf_dims(&self, base: &str, suffix: &str) -> Option<Vec<usize>> {
+        match self {
+            Source::Gguf { content, .. } => content
+                .tensor_infos
+                .get(&format!("{base}.{suffix}"))
+                .map(|t| t.shape.dims().to_vec()),
+            Source::Safetensors { .. } => None,
+        }
+    }
+
+    /// A projection `{base}.weight` of shape `[out, inp]` (and `{base}.bias` of `[out]`
+    /// if present); the shape is checked before a GGUF tensor is read.
+    pub fn linear(&mut self, base: &str, out: usize, inp: usize) -> Result<Linear, LoadError> {
+        self.linear_shaped(base, &|d: &[usize]| limits::expect_shape(d, &[out, inp]))
+    }
+
+    /// A projection whose shape `expect` checks (an error says what is wrong with it).
+    fn linear_shaped(
+        &mut self,
+        base: &str,
+        expect: &dyn Fn(&[usize]) -> Result<(), String>,
+    ) -> Result<Linear, LoadError> {
+        let name = format!("{base}.weight");
+        if let Some(dims) = self.gguf_dims(base, "weight") {
+            expect(&dims).map_err(|e| self.err(&name, e))?;
+        }
+        let linear = self.linear_unchecked(base)?;
+        let dims = match &linear.weight {
+            Weight::Candle(QMatMul::QTensor(q)) => q.shape().dims().to_vec(),
+            Weight::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => t.dims().to_vec(),
+            Weight::Cpu(q) => vec![q.rows(), q.cols()],
+        };
+        expect(&dims).map_err(|e| self.err(&name, e))?;
+        let out = dims[0];
+        if let Some(b) = &linear.bias {
+            limits::expect_shape(b.dims(), &[out])
+                .map_err(|e| self.err(&format!("{base}.bias"), e))?;
+        }
+        Ok(linear)
+    }
+
+    fn linear_unchecked(&mut self, base: &str) -> Result<Linear, LoadError> {
         match self {
             Source::Gguf { device, .. } => {
                 let device = device.clone();
@@ -305,6 +403,9 @@ impl Source {
                         if content.tensor_infos.contains_key(&bias_name) =>
                     {
                         let b = self.qtensor(&bias_name)?;
+                        if b.shape().dims().len() != 1 {
+                            return Err(self.err(&bias_name, "is not a vector"));
+                        }
                         Some(b.dequantize(&device).map_err(|e| self.err(&bias_name, e))?)
                     }
                     _ => None,
@@ -329,6 +430,9 @@ impl Source {
     /// An RMSNorm weight `{base}.weight` of length `dim`, with the source's offset added.
     pub fn norm(&mut self, base: &str, dim: usize) -> Result<Norm, LoadError> {
         let name = format!("{base}.weight");
+        if let Some(dims) = self.gguf_dims(base, "weight") {
+            limits::expect_shape(&dims, &[dim]).map_err(|e| self.err(&name, e))?;
+        }
         let w = match self {
             Source::Gguf { device, .. } => {
                 let device = device.clone();
@@ -372,9 +476,13 @@ impl Source {
         match self {
             Source::Gguf { device, .. } => {
                 let device = device.clone();
+                if let Some(dims) = self.gguf_dims("token_embd", "weight") {
+                    limits::expect_shape(&dims, &[vocab, hidden])
+                        .map_err(|e| self.err("token_embd.weight", e))?;
+                }
                 let table = Arc::new(self.qtensor("token_embd.weight")?);
                 let head = if self.has("output") {
-                    self.linear("output")?
+                    self.linear("output", vocab, hidden)?
                 } else {
                     // Tied: the embedding table again, as the LM head's matrix.
                     let again = self.qtensor("token_embd.weight")?;
@@ -388,7 +496,7 @@ impl Source {
             Source::Safetensors { .. } => {
                 let table = self.dense("token_embd", "weight", &[vocab, hidden])?;
                 let head = if self.has("output") {
-                    self.linear("output")?
+                    self.linear("output", vocab, hidden)?
                 } else {
                     Linear {
                         weight: Weight::Candle(QMatMul::Tensor(table.clone())),
@@ -400,25 +508,32 @@ impl Source {
         }
     }
 
-    /// Every weight of a model with `layers` blocks.
-    pub fn parts(
-        &mut self,
-        vocab: usize,
-        hidden: usize,
-        layers: usize,
-        head_dim: usize,
-    ) -> Result<Parts, LoadError> {
+    /// Every weight of a model of configuration `c`, each tensor's shape checked
+    /// against what `c` implies before it is read (the MLP's width, which no
+    /// configuration field states everywhere, is the down projection's input width).
+    pub fn parts(&mut self, c: &Config) -> Result<Parts, LoadError> {
+        let (vocab, hidden, head_dim) = (c.vocab, c.hidden, c.head_dim);
+        let at = |e: String| LoadError::new(self.path(), e);
+        let q_out = limits::mul(c.heads, head_dim, "heads x head_dim").map_err(at)?;
+        let kv_out = limits::mul(c.kv_heads, head_dim, "kv_heads x head_dim").map_err(at)?;
+        let qkv_out = limits::mul(kv_out, 2, "2 x kv_heads x head_dim")
+            .and_then(|kv2| {
+                q_out
+                    .checked_add(kv2)
+                    .ok_or_else(|| "qkv rows overflow".into())
+            })
+            .map_err(at)?;
         let (embedding, lm_head) = self.embedding_and_head(vocab, hidden)?;
-        let mut blocks = Vec::with_capacity(layers);
-        for i in 0..layers {
+        let mut blocks = Vec::with_capacity(c.layers);
+        for i in 0..c.layers {
             let p = |s: &str| format!("blk.{i}.{s}");
             let qkv = if self.has(&p("attn_qkv")) {
-                Qkv::Fused(self.linear(&p("attn_qkv"))?)
+                Qkv::Fused(self.linear(&p("attn_qkv"), qkv_out, hidden)?)
             } else {
                 Qkv::Separate(
-                    self.linear(&p("attn_q"))?,
-                    self.linear(&p("attn_k"))?,
-                    self.linear(&p("attn_v"))?,
+                    self.linear(&p("attn_q"), q_out, hidden)?,
+                    self.linear(&p("attn_k"), kv_out, hidden)?,
+                    self.linear(&p("attn_v"), kv_out, hidden)?,
                 )
             };
             let qk_norm = if self.has(&p("attn_q_norm")) {
@@ -429,10 +544,28 @@ impl Source {
             } else {
                 None
             };
+            let down = self.linear_shaped(&p("ffn_down"), &|d: &[usize]| match d {
+                [rows, cols]
+                    if *rows == hidden && (1..=limits::FFN.max as usize).contains(cols) =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "has shape {d:?}, expected [hidden = {hidden}, an MLP width of 1..={}]",
+                    limits::FFN.max
+                )),
+            })?;
+            let ffn = down
+                .weight
+                .in_dim()
+                .map_err(|e| self.err(&p("ffn_down.weight"), e))?;
             let gate_up = if self.has(&p("ffn_gate")) {
-                GateUp::Separate(self.linear(&p("ffn_gate"))?, self.linear(&p("ffn_up"))?)
+                GateUp::Separate(
+                    self.linear(&p("ffn_gate"), ffn, hidden)?,
+                    self.linear(&p("ffn_up"), ffn, hidden)?,
+                )
             } else {
-                GateUp::Fused(self.linear(&p("ffn_up"))?)
+                GateUp::Fused(self.linear(&p("ffn_up"), 2 * ffn, hidden)?)
             };
             let post_attn_norm = if self.has(&p("post_attention_norm")) {
                 Some(self.norm(&p("post_attention_norm"), hidden)?)
@@ -448,11 +581,11 @@ impl Source {
                 attn_norm: self.norm(&p("attn_norm"), hidden)?,
                 qkv,
                 qk_norm,
-                o: self.linear(&p("attn_output"))?,
+                o: self.linear(&p("attn_output"), hidden, q_out)?,
                 post_attn_norm,
                 ffn_norm: self.norm(&p("ffn_norm"), hidden)?,
                 gate_up,
-                down: self.linear(&p("ffn_down"))?,
+                down,
                 post_ffn_norm,
             });
         }
@@ -476,6 +609,12 @@ impl Source {
                 }
                 let device = device.clone();
                 let t = self.qtensor(name)?;
+                if t.shape().dims().len() != 1 {
+                    return Err(self.err(
+                        name,
+                        format!("has shape {:?}, expected a vector", t.shape().dims()),
+                    ));
+                }
                 let v = t
                     .dequantize(&device)
                     .and_then(|t| t.flatten_all())
@@ -486,6 +625,37 @@ impl Source {
             Source::Safetensors { .. } => Ok(None),
         }
     }
+}
+
+/// Checks every tensor a GGUF header lists before any is read: its dimensions multiply
+/// without overflow into whole blocks of its type, and its bytes lie inside the file.
+/// candle's own check computes the element count in unchecked arithmetic (it wraps in a
+/// release build, and a wrapped count passed the file-size check).
+fn check_tensor_infos(
+    path: &Path,
+    content: &gguf_file::Content,
+    file_len: u64,
+) -> Result<(), LoadError> {
+    for (name, info) in &content.tensor_infos {
+        let err = |m: String| LoadError::new(path, format!("tensor {name}: {m}"));
+        let dtype = info.ggml_dtype;
+        let bytes = limits::tensor_bytes(info.shape.dims(), dtype.block_size(), dtype.type_size())
+            .map_err(err)?;
+        let end = content
+            .tensor_data_offset
+            .checked_add(info.offset)
+            .and_then(|start| start.checked_add(bytes as u64));
+        match end {
+            Some(end) if end <= file_len => {}
+            _ => {
+                return Err(err(format!(
+                    "{bytes} bytes at offset {} + {} do not fit the file's {file_len} bytes",
+                    content.tensor_data_offset, info.offset
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The Hugging Face name of a GGUF base name in the Llama family's layout
