@@ -2,7 +2,8 @@
 //! 429 with Retry-After, 500s, timeouts, malformed JSON and empty content each end in
 //! their documented outcome; the API key never leaves the Authorization header; the
 //! generation cache and its lease make each generation once; adaptive concurrency keeps
-//! many requests in flight.
+//! many requests in flight. Hostile answers: a `Retry-After` too long for a `Duration`,
+//! an error body quoting the key across the excerpt's cut, an answer past the body cap.
 
 #[path = "support/llm_server.rs"]
 mod llm_server;
@@ -13,10 +14,10 @@ use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::PromptKind;
 use credence_worker::decompose::{DecomposeContext, Decomposer, LlmDecomposer};
 use credence_worker::handler::decompose_shard;
-use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings};
+use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
 use credence_worker::llm::retry::RetryPolicy;
 use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, GenerateOnce, Generator};
-use llm_server::{LlmServer, Reply};
+use llm_server::{completion_body, LlmServer, Reply};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,7 @@ fn settings(server: &LlmServer) -> OpenAiSettings {
             cap: Duration::from_millis(100),
             max_retry_after: Duration::from_secs(5),
         },
+        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
     }
 }
 
@@ -434,4 +436,170 @@ fn example(id: &str, text: &str) -> Example {
         references: vec![],
         meta: Default::default(),
     }
+}
+
+/// A `Retry-After` too long for a `Duration` (which `from_secs_f64` panicked on, ending
+/// the worker's consumer task) is waited on for `max_retry_after`, on a 429 and on a 200
+/// alike; one that is no wait at all is ignored.
+#[tokio::test]
+async fn a_retry_after_too_long_for_a_duration_is_capped_not_a_panic() {
+    for value in [
+        "1e20",
+        "inf",
+        "99999999999999999999999",
+        "1.8e308",
+        "NaN",
+        "-5",
+    ] {
+        let header = value.to_string();
+        let server = LlmServer::start(Duration::ZERO, move |n, _| {
+            let body = if n == 0 {
+                r#"{"error":"slow down"}"#.to_string()
+            } else {
+                completion_body("A.")
+            };
+            Reply::Status(if n == 0 { 429 } else { 200 }, body, Some(header.clone()))
+        })
+        .await;
+        let mut s = settings(&server);
+        s.retry.max_retry_after = Duration::from_millis(300);
+        let backend = OpenAiBackend::new(&s).unwrap();
+        let started = Instant::now();
+        let c = backend.generate(&request("x")).await.unwrap();
+        assert_eq!(c.text, "A.", "{value}");
+        assert_eq!(c.retries, 1, "{value}");
+        assert!(started.elapsed() < Duration::from_secs(3), "{value}");
+    }
+
+    // An endpoint that always answers so: one clear error after the attempts.
+    let server = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Status(429, r#"{"error":"slow down"}"#.into(), Some("1e20".into()))
+    })
+    .await;
+    let mut s = settings(&server);
+    s.retry.max_retry_after = Duration::from_millis(100);
+    s.retry.max_attempts = 3;
+    let err = OpenAiBackend::new(&s)
+        .unwrap()
+        .generate(&request("x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, GenerateError::Unavailable { message, .. }
+            if message.contains("429") && message.contains("after 3 attempts")),
+        "{err:?}"
+    );
+    assert_eq!(server.requests(), 3);
+}
+
+/// Every run of 4 characters of `key` that `text` holds.
+fn key_fragments(key: &str, text: &str) -> Vec<String> {
+    let key: Vec<char> = key.chars().collect();
+    key.windows(4)
+        .map(|w| w.iter().collect::<String>())
+        .filter(|w| text.contains(w.as_str()))
+        .collect()
+}
+
+/// A body quoting the Authorization header where the 200-character excerpt is cut: the
+/// key was hidden after the cut, so its first half was stored. Now no piece of it of 4
+/// characters or more is in any error, whatever the status.
+#[tokio::test]
+async fn an_error_body_quoting_the_key_near_the_cut_leaves_no_fragment() {
+    const KEY: &str = "sk-Zq8vW3xK7pL2mN9rT4yB6cD1fG5hJ0";
+    // SAFETY: set before any thread of this test reads the environment; the variable is
+    // unique to this test.
+    unsafe { std::env::set_var("CREDENCE_TEST_LLM_KEY_CUT", KEY) };
+    let quoting = |n: usize| {
+        format!(
+            r#"{{"error":{{"message":"{} rejected header Authorization: Bearer {KEY} (check it)"}}}}"#,
+            "e".repeat(140 + n)
+        )
+    };
+    for status in [401, 500, 429, 200] {
+        let server = LlmServer::start(Duration::ZERO, move |n, _| match status {
+            200 => Reply::Raw(quoting(n)),
+            code => Reply::Status(code, quoting(n), None),
+        })
+        .await;
+        let mut s = settings(&server);
+        s.api_key_env = Some("CREDENCE_TEST_LLM_KEY_CUT".into());
+        s.retry.max_attempts = 1;
+        let backend = OpenAiBackend::new(&s).unwrap();
+        // Each request moves the key one character further along the cut.
+        for n in 0..40 {
+            let err = backend.generate(&request("x")).await.unwrap_err();
+            let shown = format!("{err} {err:?}");
+            assert!(
+                key_fragments(KEY, &shown).is_empty(),
+                "HTTP {status}, shift {n}: {shown}"
+            );
+            assert!(
+                shown.contains(&format!("{status}")) || status == 200,
+                "{shown}"
+            );
+        }
+        assert_eq!(server.requests(), 40);
+    }
+}
+
+/// An answer larger than `max_response_bytes` fails the request with the endpoint and the
+/// limit named, after reading about the limit and no more (a 300 MB body was read
+/// whole); a declared length past the limit is refused unread.
+#[tokio::test]
+async fn an_answer_past_the_body_cap_is_refused_and_not_read_whole() {
+    const CHUNK: usize = 64 << 10;
+    const CHUNKS: usize = 1024; // 64 MiB
+    let server = LlmServer::start(Duration::ZERO, |_, _| Reply::Stream {
+        chunk: CHUNK,
+        chunks: CHUNKS,
+    })
+    .await;
+    let mut s = settings(&server);
+    s.max_response_bytes = 1 << 20;
+    s.retry.max_attempts = 1;
+    let backend = OpenAiBackend::new(&s).unwrap();
+    let err = backend.generate(&request("x")).await.unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        shown.contains("max_response_bytes = 1048576") && shown.contains(&server.base_url()),
+        "{shown}"
+    );
+    assert!(matches!(err, GenerateError::Malformed { .. }), "{err:?}");
+    // Let the server notice the closed connection before counting what it sent.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = server
+        .state
+        .streamed_bytes
+        .load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "streamed {sent} bytes of {} for a 1 MiB cap",
+        CHUNK * CHUNKS
+    );
+    assert!(
+        sent < 24 << 20,
+        "the client stopped reading near its cap: {sent} bytes"
+    );
+
+    let big = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Raw(completion_body(&"y ".repeat(1 << 20)))
+    })
+    .await;
+    let mut s = settings(&big);
+    s.max_response_bytes = 1 << 20;
+    s.retry.max_attempts = 1;
+    let err = OpenAiBackend::new(&s)
+        .unwrap()
+        .generate(&request("x"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("max_response_bytes"), "{err}");
+    // Below the cap the same answer is fine.
+    s.max_response_bytes = 4 << 20;
+    let c = OpenAiBackend::new(&s)
+        .unwrap()
+        .generate(&request("x"))
+        .await
+        .unwrap();
+    assert_eq!(c.text.len(), 2 << 20);
 }

@@ -13,7 +13,7 @@ use credence_shared::observe::NoObserver;
 use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::{EncoderSpec, NlpSpec, PromptKind, VerifierSettings};
 use credence_worker::decompose::{Decomposer, LlmDecomposer};
-use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings};
+use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
 use credence_worker::llm::retry::RetryPolicy;
 use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
 use credence_worker::pipeline::modes::{Gate, ModeOutcome, ModeRunner, ModeTrace};
@@ -63,6 +63,7 @@ fn decomposer(server: &LlmServer) -> LlmDecomposer {
             cap: Duration::from_millis(20),
             max_retry_after: Duration::from_secs(1),
         },
+        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
     })
     .unwrap();
     LlmDecomposer::new(Arc::new(backend), PromptKind::Credence, 256)

@@ -1,6 +1,7 @@
 //! `credence dataset build|stats`: builds the benchmark datasets from their public
 //! sources and prints a dataset's counts and marker profile.
 
+use super::flags;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use credence_shared::benchmarks::{self, profile, Benchmark, BuildOptions};
@@ -46,7 +47,7 @@ struct BuildArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// WikiSplit only: drop rows whose optional score column is below this.
-    #[arg(long, default_value_t = 0.90)]
+    #[arg(long, default_value_t = 0.90, value_parser = flags::fraction)]
     min_entailment: f64,
 }
 

@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod decompose;
 pub mod dlq;
 pub mod embed;
+mod flags;
 pub mod nlp;
 pub mod repair;
 pub mod report;

@@ -1,5 +1,6 @@
 //! `credence sweep launch|status|resume|cancel`: a sweep on the distributed engine.
 
+use super::flags;
 use super::signals::stop_on_signals;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -65,8 +66,8 @@ struct StatusArgs {
     #[arg(long)]
     watch: bool,
     /// Seconds between refreshes with --watch.
-    #[arg(long, default_value_t = 2.0, requires = "watch")]
-    interval: f64,
+    #[arg(long, default_value = "2", requires = "watch", value_parser = flags::positive_seconds)]
+    interval: Duration,
 }
 
 #[derive(Args)]
@@ -81,15 +82,15 @@ struct RunArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ReaperArgs {
     /// Seconds between reaper passes.
-    #[arg(long, default_value_t = 10.0)]
-    pub reap_every: f64,
+    #[arg(long, default_value = "10", value_parser = flags::positive_seconds)]
+    pub reap_every: Duration,
     /// Seconds without a heartbeat after which a running job's worker is presumed dead.
-    #[arg(long, default_value_t = 60.0)]
-    pub stale_after: f64,
+    #[arg(long, default_value = "60", value_parser = flags::positive_seconds)]
+    pub stale_after: Duration,
     /// Seconds after which a queued job with an empty queue (or an unfinished
     /// aggregation) is presumed lost and re-published.
-    #[arg(long, default_value_t = 120.0)]
-    pub lost_after: f64,
+    #[arg(long, default_value = "120", value_parser = flags::positive_seconds)]
+    pub lost_after: Duration,
     /// Attempts after which a job whose workers keep dying is marked failed.
     #[arg(long, default_value_t = 5)]
     pub max_attempts: u32,
@@ -98,7 +99,7 @@ pub struct ReaperArgs {
 impl ReaperArgs {
     /// The reaper's settings.
     pub fn settings(&self) -> ReaperSettings {
-        let secs = |s: f64| Duration::from_secs_f64(s.max(0.05));
+        let secs = |s: Duration| s.max(Duration::from_millis(50));
         ReaperSettings {
             interval: secs(self.reap_every),
             stale_after: secs(self.stale_after),
@@ -121,11 +122,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
                 let done: anyhow::Result<ExitCode> = async {
                     if a.watch {
-                        if !(a.interval > 0.0 && a.interval.is_finite()) {
-                            anyhow::bail!("--interval must be a positive number of seconds");
-                        }
-                        let every = Duration::from_secs_f64(a.interval);
-                        let s = status::watch(&conn.store, &a.run, every, a.json).await?;
+                        let s = status::watch(&conn.store, &a.run, a.interval, a.json).await?;
                         return Ok(if s.complete {
                             ExitCode::SUCCESS
                         } else {

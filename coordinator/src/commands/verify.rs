@@ -1,6 +1,7 @@
 //! `credence verify`: the CREDENCE verifier on one source and its claims (a table, or the
 //! report as JSON), or atomicity alone over a JSONL file of single claims.
 
+use super::flags;
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args};
 use credence::jsonl::read_text_lines;
@@ -44,10 +45,10 @@ pub struct VerifyArgs {
     #[arg(long)]
     no_encoder: bool,
     /// Cosine at or above which two claims are duplicates.
-    #[arg(long, default_value_t = VerifierConfig::default().tau_dup)]
+    #[arg(long, default_value_t = VerifierConfig::default().tau_dup, value_parser = flags::fraction)]
     tau_dup: f64,
     /// The EPR an example needs to pass.
-    #[arg(long, default_value_t = VerifierConfig::default().min_epr)]
+    #[arg(long, default_value_t = VerifierConfig::default().min_epr, value_parser = flags::fraction)]
     min_epr: f64,
     /// Count an advcl only when it has its own subject.
     #[arg(long)]
@@ -76,9 +77,6 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let Some(source) = &args.source else {
         bail!("give --source with --claim, or --claims FILE.jsonl");
     };
-    if !(0.0..=1.0).contains(&args.min_epr) {
-        bail!("--min-epr must be between 0 and 1, not {}", args.min_epr);
-    }
     let config = VerifierConfig {
         tau_dup: args.tau_dup,
         min_epr: args.min_epr,

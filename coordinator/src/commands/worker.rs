@@ -1,5 +1,6 @@
 //! `credence worker --models ...`: a worker process of the distributed engine.
 
+use super::flags;
 use super::signals::stop_on_signals;
 use anyhow::Context;
 use clap::Args;
@@ -24,11 +25,11 @@ pub struct WorkerArgs {
     #[command(flatten)]
     connect: ConnectArgs,
     /// Seconds between heartbeats of the running job.
-    #[arg(long, default_value_t = 10.0)]
-    heartbeat: f64,
+    #[arg(long, default_value = "10", value_parser = flags::positive_seconds)]
+    heartbeat: Duration,
     /// Seconds after SIGTERM to finish the job in flight before returning it.
-    #[arg(long, default_value_t = 60.0)]
-    grace: f64,
+    #[arg(long, default_value = "60", value_parser = flags::seconds)]
+    grace: Duration,
     /// Name of this worker in the store (default: host-pid).
     #[arg(long)]
     worker_id: Option<String>,
@@ -57,7 +58,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             models: args.models,
             worker_id,
             max_deliveries: conn.delivery_limit,
-            heartbeat: Duration::from_secs_f64(args.heartbeat.max(0.05)),
+            heartbeat: args.heartbeat.max(Duration::from_millis(50)),
         };
         tracing::info!(worker = %opts.worker_id, models = ?opts.models, store = %conn.store.location(), broker = %conn.queue.location(), "worker starting");
         let metrics = match args.metrics_addr {
@@ -84,7 +85,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             r = &mut work => r?,
             _ = async {
                 let _ = stopped.wait_for(|s| *s).await;
-                tokio::time::sleep(Duration::from_secs_f64(args.grace.max(0.0))).await;
+                tokio::time::sleep(args.grace).await;
             } => {
                 tracing::warn!("grace period over; the job in flight returns to the queue");
                 broker.close().await;

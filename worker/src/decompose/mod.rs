@@ -8,7 +8,7 @@ mod llm;
 pub mod sentence_split;
 
 use crate::llm::local::{self, LocalBackend, LocalSettings};
-use crate::llm::openai::{OpenAiBackend, OpenAiSettings};
+use crate::llm::openai::{self, OpenAiBackend, OpenAiSettings};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{GenerateError, GenerateOnce};
 use async_trait::async_trait;
@@ -219,6 +219,7 @@ pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
                 }),
                 max_concurrency: max_concurrency.map_or(256, |n| n as usize),
                 retry: RetryPolicy::default(),
+                max_response_bytes: openai::DEFAULT_MAX_RESPONSE_BYTES,
             };
             let backend = OpenAiBackend::new(&settings).map_err(|e| DecomposeError::Load {
                 model: spec.name.clone(),

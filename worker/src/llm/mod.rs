@@ -11,6 +11,7 @@ pub mod local;
 pub mod once;
 pub mod openai;
 pub mod prompt;
+pub mod redact;
 pub mod retry;
 
 use async_trait::async_trait;

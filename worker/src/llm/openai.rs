@@ -6,10 +6,15 @@
 //!
 //! The API key is read once from the environment variable the sweep names. It is sent
 //! in the `Authorization` header and nowhere else: it is not in the fingerprint, in
-//! `Debug` output, in logs or in errors (a server that echoes it back has it cut from
-//! the message).
+//! `Debug` output, in logs or in errors (a server that echoes it back, whole, cut or
+//! masked, has every piece of it cut from the message: [`Redactor`]). Sending it over
+//! plain `http://` to a host other than this machine is warned about once.
+//!
+//! A server's answer is read up to [`OpenAiSettings::max_response_bytes`]: a larger one
+//! fails the request rather than the worker's memory.
 
 use super::limit::AdaptiveLimit;
+use super::redact::Redactor;
 use super::retry::{parse_retry_after, RetryPolicy};
 use super::{ChatRequest, Completion, GenerateError, Generator};
 use async_trait::async_trait;
@@ -34,7 +39,17 @@ pub struct OpenAiSettings {
     pub max_concurrency: usize,
     /// Retries.
     pub retry: RetryPolicy,
+    /// Largest answer body read ([`DEFAULT_MAX_RESPONSE_BYTES`] unless set); an
+    /// answer past it fails the request.
+    pub max_response_bytes: usize,
 }
+
+/// The default cap of an answer body: a chat completion of a few thousand tokens is a
+/// few tens of KiB; 8 MiB leaves room for verbose servers and none for a runaway one.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
+
+/// How much of an error body is read: the message needs only its start.
+const ERROR_BODY_BYTES: usize = 64 << 10;
 
 /// Why an endpoint could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +72,10 @@ pub struct OpenAiBackend {
     endpoint: String,
     api_model: String,
     api_key: Option<String>,
+    redactor: Redactor,
     max_new_tokens: u32,
     request_timeout: Duration,
+    max_response_bytes: usize,
     retry: RetryPolicy,
     limit: AdaptiveLimit,
     max_concurrency: usize,
@@ -114,6 +131,14 @@ impl OpenAiBackend {
                     .ok_or_else(|| OpenAiSetupError::MissingKey(var.clone()))?,
             ),
         };
+        if api_key.is_some() && sends_key_in_clear(base) {
+            // Once per backend: a backend is built once per model and worker.
+            tracing::warn!(
+                endpoint = %base,
+                "the API key is sent over plain http:// to a host other than this machine; \
+                 anyone on the path can read it (use https://)"
+            );
+        }
         let max_concurrency = settings.max_concurrency.max(1);
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10).min(settings.request_timeout))
@@ -125,9 +150,11 @@ impl OpenAiBackend {
             url: format!("{base}/chat/completions"),
             endpoint: base.to_string(),
             api_model: settings.api_model.clone(),
+            redactor: Redactor::new(api_key.as_deref()),
             api_key,
             max_new_tokens: settings.max_new_tokens,
             request_timeout: settings.request_timeout,
+            max_response_bytes: settings.max_response_bytes.max(1),
             retry: settings.retry,
             limit: AdaptiveLimit::new(8.min(max_concurrency), max_concurrency),
             max_concurrency,
@@ -140,12 +167,14 @@ impl OpenAiBackend {
         &self.limit
     }
 
-    /// Removes the key from a message that might quote it.
+    /// Removes every piece of the key from a message that might quote it.
     fn redact(&self, message: &str) -> String {
-        match &self.api_key {
-            Some(key) if !key.is_empty() => message.replace(key.as_str(), "<api key>"),
-            _ => message.to_string(),
-        }
+        self.redactor.redact(message)
+    }
+
+    /// The start of a body for an error message, the key hidden before the cut.
+    fn excerpt(&self, body: &str) -> String {
+        self.redactor.excerpt(body)
     }
 
     /// One HTTP attempt.
@@ -183,8 +212,21 @@ impl OpenAiBackend {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let text = match response.text().await {
-            Ok(t) => t,
+        // An error body is only quoted, so its start is enough; an answer must be whole.
+        let limit = if status.is_success() {
+            self.max_response_bytes
+        } else {
+            ERROR_BODY_BYTES.min(self.max_response_bytes)
+        };
+        let text = match read_body(response, limit).await {
+            Ok(Body::Whole(t)) => t,
+            Ok(Body::Cut(t)) if !status.is_success() => t,
+            Ok(Body::Cut(_)) => {
+                return Attempt::Malformed(format!(
+                    "the answer from {} is larger than max_response_bytes = {} bytes",
+                    self.endpoint, self.max_response_bytes
+                ))
+            }
             Err(e) if e.is_timeout() => {
                 return Attempt::Overloaded {
                     message: format!("answer not complete within {:?}", self.request_timeout),
@@ -197,20 +239,20 @@ impl OpenAiBackend {
             || status == reqwest::StatusCode::SERVICE_UNAVAILABLE
         {
             return Attempt::Overloaded {
-                message: format!("HTTP {status}: {}", excerpt(&text)),
+                message: format!("HTTP {status}: {}", self.excerpt(&text)),
                 retry_after,
             };
         }
         if status.is_server_error() || status == reqwest::StatusCode::REQUEST_TIMEOUT {
-            return Attempt::Transient(format!("HTTP {status}: {}", excerpt(&text)));
+            return Attempt::Transient(format!("HTTP {status}: {}", self.excerpt(&text)));
         }
         if !status.is_success() {
             return Attempt::Rejected {
                 status: status.as_u16(),
-                message: format!("HTTP {status}: {}", excerpt(&text)),
+                message: format!("HTTP {status}: {}", self.excerpt(&text)),
             };
         }
-        match parse_answer(&text) {
+        match parse_answer(&text, &self.redactor) {
             Ok(answer) => Attempt::Done(answer),
             Err(message) => Attempt::Malformed(message),
         }
@@ -357,14 +399,14 @@ struct Usage {
 }
 
 /// The completion of a 2xx body, or what is wrong with it.
-fn parse_answer(body: &str) -> Result<Answer, String> {
+fn parse_answer(body: &str, redactor: &Redactor) -> Result<Answer, String> {
     let parsed: ChatResponse = serde_json::from_str(body)
-        .map_err(|e| format!("malformed answer ({e}): {}", excerpt(body)))?;
+        .map_err(|e| format!("malformed answer ({e}): {}", redactor.excerpt(body)))?;
     let content = parsed
         .choices
         .into_iter()
         .next()
-        .ok_or_else(|| format!("answer without choices: {}", excerpt(body)))?
+        .ok_or_else(|| format!("answer without choices: {}", redactor.excerpt(body)))?
         .message
         .and_then(|m| m.content)
         .unwrap_or_default();
@@ -379,13 +421,57 @@ fn parse_answer(body: &str) -> Result<Answer, String> {
     })
 }
 
-/// The start of a body, on one line, for an error message.
-fn excerpt(body: &str) -> String {
-    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    match one_line.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &one_line[..cut]),
-        None if one_line.is_empty() => "(empty body)".into(),
-        None => one_line,
+/// A body as read: whole, or its first `limit` bytes when it is longer.
+enum Body {
+    Whole(String),
+    Cut(String),
+}
+
+/// Reads a body chunk by chunk, stopping past `limit` bytes, so a runaway server costs
+/// at most `limit` bytes of memory (a declared length past it is refused unread).
+async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Body, reqwest::Error> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        let mut bytes = Vec::new();
+        if let Some(chunk) = response.chunk().await? {
+            bytes.extend_from_slice(&chunk[..chunk.len().min(limit)]);
+        }
+        return Ok(Body::Cut(String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len() + chunk.len() > limit {
+            bytes.extend_from_slice(&chunk[..limit - bytes.len()]);
+            return Ok(Body::Cut(String::from_utf8_lossy(&bytes).into_owned()));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Body::Whole(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Whether a key sent to `base_url` crosses a network in clear text: plain `http://`
+/// to a host that is not this machine (127.0.0.0/8, ::1, `localhost`). A URL that does
+/// not parse is not judged here (`new` refuses what is not http(s)).
+pub fn sends_key_in_clear(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    if url.scheme() != "http" {
+        return false;
+    }
+    let Some(host) = url.host_str() else {
+        return true;
+    };
+    // An IPv6 host keeps its brackets in the URL.
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => !ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            !(ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()))
+        }
+        Err(_) => {
+            let host = host.trim_end_matches('.').to_ascii_lowercase();
+            !(host == "localhost" || host.ends_with(".localhost"))
+        }
     }
 }
 
@@ -407,26 +493,29 @@ mod tests {
 
     #[test]
     fn answers_are_parsed_or_refused() {
+        let r = Redactor::default();
         let ok = r#"{"choices":[{"message":{"role":"assistant","content":"A.\nB."}}],
                     "usage":{"prompt_tokens":12,"completion_tokens":4}}"#;
         assert_eq!(
-            parse_answer(ok).unwrap(),
+            parse_answer(ok, &r).unwrap(),
             Answer {
                 text: "A.\nB.".into(),
                 prompt_tokens: Some(12),
                 completion_tokens: Some(4)
             }
         );
-        assert!(parse_answer("{not json").unwrap_err().contains("malformed"));
-        assert!(parse_answer(r#"{"choices":[]}"#)
+        assert!(parse_answer("{not json", &r)
+            .unwrap_err()
+            .contains("malformed"));
+        assert!(parse_answer(r#"{"choices":[]}"#, &r)
             .unwrap_err()
             .contains("without choices"));
         assert!(
-            parse_answer(r#"{"choices":[{"message":{"content":"  "}}]}"#)
+            parse_answer(r#"{"choices":[{"message":{"content":"  "}}]}"#, &r)
                 .unwrap_err()
                 .contains("empty")
         );
-        assert!(parse_answer(r#"{"choices":[{"message":{"content":null}}]}"#).is_err());
+        assert!(parse_answer(r#"{"choices":[{"message":{"content":null}}]}"#, &r).is_err());
     }
 
     #[test]
@@ -448,6 +537,7 @@ mod tests {
             request_timeout: Duration::from_secs(1),
             max_concurrency: 4,
             retry: RetryPolicy::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         };
         let err = OpenAiBackend::new(&settings).unwrap_err().to_string();
         assert!(err.contains("CREDENCE_TEST_UNSET_KEY_VARIABLE"), "{err}");
@@ -460,5 +550,32 @@ mod tests {
             OpenAiBackend::new(&bad),
             Err(OpenAiSetupError::BadUrl(_))
         ));
+    }
+
+    #[test]
+    fn a_key_in_clear_text_is_told_from_a_local_one() {
+        for local in [
+            "http://127.0.0.1:8000/v1",
+            "http://127.3.4.5/v1",
+            "http://localhost:8000/v1",
+            "http://LOCALHOST./v1",
+            "http://vllm.localhost/v1",
+            "http://[::1]:8000/v1",
+            "http://[::ffff:127.0.0.1]/v1",
+            "https://api.example.com/v1",
+            "https://10.0.0.5/v1",
+        ] {
+            assert!(!sends_key_in_clear(local), "{local}");
+        }
+        for remote in [
+            "http://10.0.0.5:8000/v1",
+            "http://api.example.com/v1",
+            "http://localhost.example.com/v1",
+            "http://128.0.0.1/v1",
+            "http://[2001:db8::1]/v1",
+            "http://0.0.0.0:8000/v1",
+        ] {
+            assert!(sends_key_in_clear(remote), "{remote}");
+        }
     }
 }

@@ -55,12 +55,16 @@ impl RetryPolicy {
     }
 }
 
-/// A `Retry-After` header value: delta-seconds or an HTTP date.
+/// A `Retry-After` header value: delta-seconds or an HTTP date. The value comes from a
+/// server, so it is never trusted to be small: a wait too long for a `Duration` (`1e20`,
+/// `inf`, twenty digits) saturates to `Duration::MAX`, which [`RetryPolicy::delay`] then
+/// caps at `max_retry_after`; what is not a wait (`NaN`, negative, words) is ignored.
 ///
 /// ```
 /// use credence_worker::llm::retry::parse_retry_after;
 /// use std::time::Duration;
 /// assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+/// assert_eq!(parse_retry_after("1e20"), Some(Duration::MAX));
 /// assert_eq!(parse_retry_after("soon"), None);
 /// ```
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
@@ -69,7 +73,11 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
         return Some(Duration::from_secs(secs));
     }
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        if secs.is_nan() || secs < 0.0 {
+            return None;
+        }
+        // `from_secs_f64` panics past u64::MAX seconds; a header must not stop a worker.
+        return Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX));
     }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(
@@ -111,6 +119,22 @@ mod tests {
         assert_eq!(parse_retry_after(" 7 "), Some(Duration::from_secs(7)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("-0.5"), None);
+        assert_eq!(parse_retry_after("NaN"), None);
+        assert_eq!(parse_retry_after("-inf"), None);
+        for huge in [
+            "1e20",
+            "inf",
+            "+Infinity",
+            "99999999999999999999999",
+            "1.8e308",
+        ] {
+            assert_eq!(parse_retry_after(huge), Some(Duration::MAX), "{huge}");
+        }
+        // However long the server asks for, the policy waits at most `max_retry_after`.
+        let p = RetryPolicy::default();
+        assert_eq!(p.delay(0, parse_retry_after("1e20")), p.max_retry_after);
+        assert_eq!(p.delay(29, parse_retry_after("inf")), p.max_retry_after);
         let later = SystemTime::now() + Duration::from_secs(90);
         let got = parse_retry_after(&httpdate::fmt_http_date(later)).unwrap();
         assert!(got > Duration::from_secs(80) && got <= Duration::from_secs(90));

@@ -2,8 +2,8 @@
 //! port (axum), a scripted behaviour per request (answers, 429 with Retry-After, 500s,
 //! stalls past the client's timeout, malformed JSON, empty content), a fixed answer
 //! delay, and counters: requests, requests per user message (to count the generations
-//! of each example), requests in flight and their peak, and every Authorization header
-//! seen.
+//! of each example), requests in flight and their peak, every Authorization header
+//! seen, and the bytes of streamed bodies the client took.
 
 #![allow(dead_code)]
 
@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
+use futures::StreamExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +33,9 @@ pub enum Reply {
     Raw(String),
     /// Wait, then reply.
     After(Duration, Box<Reply>),
+    /// A 200 whose body of `chunks` chunks of `chunk` bytes is made as the client reads
+    /// it (no Content-Length), each chunk counted in `streamed_bytes` when taken.
+    Stream { chunk: usize, chunks: usize },
 }
 
 /// Decides the reply to the `n`-th request (from 0) carrying `user` as its last message.
@@ -58,6 +62,8 @@ pub struct ServerState {
     pub authorizations: Mutex<Vec<String>>,
     /// Request bodies received, as JSON.
     pub bodies: Mutex<Vec<serde_json::Value>>,
+    /// Bytes of [`Reply::Stream`] bodies handed to the connection.
+    pub streamed_bytes: AtomicUsize,
 }
 
 /// A running test server.
@@ -86,6 +92,7 @@ impl LlmServer {
             per_prompt: Mutex::new(HashMap::new()),
             authorizations: Mutex::new(Vec::new()),
             bodies: Mutex::new(Vec::new()),
+            streamed_bytes: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -150,7 +157,8 @@ pub fn decompose_answer(user: &str) -> String {
         .join("\n")
 }
 
-fn completion_body(content: &str) -> String {
+/// The body of a well-formed answer with this content.
+pub fn completion_body(content: &str) -> String {
     serde_json::json!({
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -219,6 +227,18 @@ async fn chat(
             }
             Reply::Raw(body) => return respond(200, body, None),
             Reply::Status(code, body, retry_after) => return respond(code, body, retry_after),
+            Reply::Stream { chunk, chunks } => {
+                let state = state.clone();
+                let body = futures::stream::iter(0..chunks).map(move |_| {
+                    state.streamed_bytes.fetch_add(chunk, Ordering::SeqCst);
+                    Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(vec![b'x'; chunk]))
+                });
+                return Response::builder()
+                    .status(StatusCode::OK)
+                    .header("content-type", "application/json")
+                    .body(Body::from_stream(body))
+                    .unwrap();
+            }
         }
     }
 }
