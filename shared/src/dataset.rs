@@ -3,6 +3,13 @@
 //!
 //! The loader reads the whole file before returning: an error names `file:line` and the
 //! field, and nothing is half-loaded. Ids must be unique within the file.
+//!
+//! Both stores must be able to hold every example the loader accepts, so that SQLite and
+//! PostgreSQL give the same answer: a string holding U+0000 (which PostgreSQL refuses in
+//! `text` and `jsonb`) is refused here, in any field, `meta` included. Lone surrogates
+//! (`\ud800`) cannot arrive: the JSON parser refuses them. A line is at most
+//! [`MAX_LINE_BYTES`] and a string at most [`MAX_STRING_BYTES`], so one bad line cannot
+//! take the loader's (or a prompt's) memory.
 
 use crate::domain::Example;
 use sha2::{Digest, Sha256};
@@ -52,6 +59,16 @@ pub struct LoadedDataset {
     pub examples: Vec<Example>,
 }
 
+/// Longest line, newline included: 1 MiB. The longest line of the datasets credence
+/// ships with is 13 KB; a line of a mebibyte is a file that is not a dataset, and the
+/// limit stops the loader from reading a file without newlines into memory whole.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Longest string in an example (id, text, each reference, each string in meta):
+/// 256 KiB, far above a paragraph and below what a prompt to the smallest context
+/// could hold in any case.
+pub const MAX_STRING_BYTES: usize = 256 << 10;
+
 /// The fields an example line may have.
 const FIELDS: [&str; 4] = ["id", "text", "references", "meta"];
 
@@ -79,7 +96,11 @@ pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
     let mut line_no = 0usize;
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(io_err)?;
+        // One byte past the limit tells a line at the limit from one over it.
+        let n = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(io_err)?;
         if n == 0 {
             break;
         }
@@ -89,6 +110,11 @@ pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
             line: line_no,
             message,
         };
+        if buf.len() > MAX_LINE_BYTES {
+            return Err(line_err(format!(
+                "line longer than {MAX_LINE_BYTES} bytes (1 MiB); split the example or shorten it"
+            )));
+        }
         let text = std::str::from_utf8(&buf)
             .map_err(|e| line_err(format!("not valid UTF-8 at byte {}", e.valid_up_to() + 1)))?;
         if text.trim().is_empty() {
@@ -206,12 +232,55 @@ fn parse_line(line: &str) -> Result<Example, String> {
             ))
         }
     };
+    check_string("id", &id, None)?;
+    check_string("text", &text, Some(&id))?;
+    for (i, r) in references.iter().enumerate() {
+        check_string(&format!("references[{i}]"), r, Some(&id))?;
+    }
+    for (key, value) in &meta {
+        check_json(&format!("meta.{}", key.escape_debug()), key, value, &id)?;
+    }
     Ok(Example {
         id,
         text,
         references,
         meta,
     })
+}
+
+/// Refuses a string no store can hold the same way (U+0000) or one over the size limit.
+fn check_string(field: &str, s: &str, id: Option<&str>) -> Result<(), String> {
+    let of = id.map(|id| format!(" (id {id:?})")).unwrap_or_default();
+    if let Some(at) = s.find('\0') {
+        let ch = s[..at].chars().count() + 1;
+        return Err(format!(
+            "field \"{field}\" holds a NUL character (U+0000) at character {ch}{of}; \
+             PostgreSQL cannot store it, so no engine accepts it"
+        ));
+    }
+    if s.len() > MAX_STRING_BYTES {
+        return Err(format!(
+            "field \"{field}\" is {} bytes, over the limit of {MAX_STRING_BYTES} (256 KiB){of}",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
+/// [`check_string`] on a meta key and every string inside its value.
+fn check_json(field: &str, key: &str, value: &serde_json::Value, id: &str) -> Result<(), String> {
+    check_string(field, key, Some(id))?;
+    match value {
+        serde_json::Value::String(s) => check_string(field, s, Some(id)),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| check_json(&format!("{field}[{i}]"), "", v, id)),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| check_json(&format!("{field}.{}", k.escape_debug()), k, v, id)),
+        _ => Ok(()),
+    }
 }
 
 fn strip_position(msg: &str) -> &str {
@@ -321,6 +390,102 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let e = load(&path).unwrap_err().to_string();
         assert!(e.ends_with("d.jsonl:2: not valid UTF-8 at byte 9"), "{e}");
+    }
+
+    #[test]
+    fn nul_in_any_field_is_refused_with_the_field() {
+        let nul = "field \"{}\" holds a NUL character (U+0000) at character {}{}; PostgreSQL cannot store it, so no engine accepts it";
+        let msg = |field: &str, at: usize, of: &str| {
+            nul.replacen("{}", field, 1)
+                .replacen("{}", &at.to_string(), 1)
+                .replacen("{}", of, 1)
+        };
+        let cases: &[(&str, String)] = &[
+            (
+                r#"{"id": "a", "text": "x\u0000y", "references": ["y"]}"#,
+                msg("text", 2, " (id \"a\")"),
+            ),
+            (
+                r#"{"id": "a", "text": "x", "references": ["y", "\u0000"]}"#,
+                msg("references[1]", 1, " (id \"a\")"),
+            ),
+            (
+                r#"{"id": "a\u0000", "text": "x", "references": ["y"]}"#,
+                msg("id", 2, ""),
+            ),
+            (
+                r#"{"id": "a", "text": "x", "references": ["y"], "meta": {"k": [1, {"n": "\u0000"}]}}"#,
+                msg("meta.k[1].n", 1, " (id \"a\")"),
+            ),
+            (
+                r#"{"id": "a", "text": "x", "references": ["y"], "meta": {"k\u0000": 1}}"#,
+                msg("meta.k\\0", 2, " (id \"a\")"),
+            ),
+        ];
+        for (line, want) in cases {
+            // On the second line, so the line number is checked too.
+            let content = format!("{GOOD}\n{}\n", line.replace("\"a", "\"b"));
+            let want = format!(":2: {}", want.replace("\"a\"", "\"b\""));
+            assert_eq!(err_of(&content), want, "input: {line}");
+        }
+    }
+
+    #[test]
+    fn lone_surrogates_cannot_arrive_but_pairs_do() {
+        for lone in [r"x\ud800", r"x\udc00y", r"\ud800\u0041"] {
+            let e = err_of(&format!(
+                r#"{{"id": "a", "text": "{lone}", "references": ["y"]}}"#
+            ));
+            assert!(e.starts_with(":1: invalid JSON at column"), "{lone}: {e}");
+            assert!(e.contains("escape"), "{lone}: {e}");
+        }
+        let ds = load_str(r#"{"id": "a", "text": "x\ud83d\ude00", "references": ["y"]}"#).unwrap();
+        assert_eq!(ds.examples[0].text, "x\u{1F600}");
+    }
+
+    /// A line of exactly `len` bytes (newline included) whose references share the
+    /// padding, each under the string limit.
+    fn line_of(len: usize) -> String {
+        let head = r#"{"id": "a", "text": "x", "references": ["#;
+        let refs = 5;
+        // Quotes and commas around the references, `]}` and the newline.
+        let fixed = head.len() + refs * 2 + (refs - 1) + 2 + 1;
+        let pad = len - fixed;
+        let parts: Vec<String> = (0..refs)
+            .map(|i| {
+                let n = pad / refs + usize::from(i < pad % refs);
+                format!("\"{}\"", "r".repeat(n))
+            })
+            .collect();
+        let line = format!("{head}{}]}}\n", parts.join(","));
+        assert_eq!(line.len(), len);
+        line
+    }
+
+    #[test]
+    fn a_line_over_one_mib_is_refused_and_one_at_the_limit_loads() {
+        let ds = load_str(&line_of(MAX_LINE_BYTES)).unwrap();
+        assert_eq!(ds.examples[0].references.len(), 5);
+        let content = format!("{GOOD}\n{}", line_of(MAX_LINE_BYTES + 1));
+        assert_eq!(
+            err_of(&content),
+            ":2: line longer than 1048576 bytes (1 MiB); split the example or shorten it"
+        );
+        // A file with no newline at all stops at the limit too.
+        let e = err_of(&"x".repeat(3 * MAX_LINE_BYTES));
+        assert!(e.starts_with(":1: line longer than"), "{e}");
+    }
+
+    #[test]
+    fn a_string_over_the_limit_is_refused() {
+        let at_limit = "t".repeat(MAX_STRING_BYTES);
+        let ok = format!(r#"{{"id": "a", "text": "{at_limit}", "references": ["y"]}}"#);
+        assert!(load_str(&ok).is_ok());
+        let over = format!(r#"{{"id": "a", "text": "x", "references": ["y", "{at_limit}r"]}}"#);
+        assert_eq!(
+            err_of(&over),
+            ":1: field \"references[1]\" is 262145 bytes, over the limit of 262144 (256 KiB) (id \"a\")"
+        );
     }
 
     #[test]

@@ -191,8 +191,10 @@ impl Store for SqliteStore {
              WHERE dataset_hash = ? AND position >= ? AND position < ? ORDER BY position",
         )
         .bind(&job.dataset_hash)
-        .bind(job.start as i64)
-        .bind((job.start + job.len) as i64)
+        // In i64: `start + len` of two u32s can pass u32::MAX (a panic in a debug build,
+        // a wrapped, empty range in a release one).
+        .bind(i64::from(job.start))
+        .bind(i64::from(job.start) + i64::from(job.len))
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::query("shard examples"))?;

@@ -411,3 +411,35 @@ async fn only_a_new_attempt_counts() {
         .unwrap());
     assert_eq!(attempts().await, 2);
 }
+
+/// A shard that ends past u32::MAX: `start + len` is computed in i64, so the shard reads
+/// its rows instead of panicking (debug) or reading a wrapped, empty range (release).
+#[tokio::test]
+async fn a_shard_ending_past_u32_max_reads_its_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let start = u32::MAX - 1;
+    for pos in [
+        i64::from(start) - 1,
+        i64::from(start),
+        i64::from(u32::MAX),
+        i64::from(u32::MAX) + 1,
+    ] {
+        sqlx::query(
+            "INSERT INTO examples (dataset_hash, position, example_id, text, references_json, meta_json)
+             VALUES ('big', ?, ?, 'T.', '[\"T.\"]', '{}')",
+        )
+        .bind(pos)
+        .bind(format!("e{pos}"))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    let mut job = jobs()[0].clone();
+    job.dataset_hash = "big".into();
+    job.start = start;
+    job.len = 3;
+    let ex = store.shard_examples(&job).await.unwrap();
+    let ids: Vec<&str> = ex.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["e4294967294", "e4294967295", "e4294967296"]);
+}
