@@ -378,6 +378,70 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
     }
 }
 
+/// A message with a real job key and other fields (here another mode) is refused on
+/// receipt and dead-lettered once with its reason, shown by `dlq list` with its one
+/// delivery; the job under that key runs from its own message, in its own mode.
+#[test]
+fn a_forged_message_is_dead_lettered_not_run() {
+    let Some(mut c) = Cluster::new("forged", false) else {
+        return;
+    };
+    c.ok(&["sweep", "launch", &baselines(), "--plan-only"]);
+    let row = c.sql(
+        "SELECT job_key || '|' || run_id || '|' || model_fingerprint || '|' || dataset || '|' \
+         || dataset_hash || '|' || start || '|' || len || '|' || config_version FROM jobs \
+         WHERE model = 'sentence-split' AND mode = 'base' AND shard = 0",
+    );
+    let f: Vec<&str> = row.split('|').collect();
+    assert_eq!(f.len(), 8, "{row}");
+    let forged = credence_shared::job::Job {
+        key: f[0].into(),
+        run_id: f[1].into(),
+        model: "sentence-split".into(),
+        model_fingerprint: f[2].into(),
+        dataset: f[3].into(),
+        dataset_hash: f[4].into(),
+        mode: credence_shared::Mode::Repair,
+        shard: 0,
+        start: f[5].parse().unwrap(),
+        len: f[6].parse().unwrap(),
+        config_version: f[7].into(),
+    };
+    let body = serde_json::to_vec(&credence_shared::job::Message::job(forged)).unwrap();
+    // Published ahead of the real messages, so it reaches the worker first.
+    support::block_on(async {
+        use credence_shared::queue::Queue;
+        let mut s = credence_shared::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
+        s.namespace = c.namespace.clone();
+        let q = credence_shared::queue::rabbitmq::RabbitQueue::connect(s)
+            .await
+            .unwrap();
+        q.publish(&credence_shared::queue::job_queue("sentence-split"), body)
+            .await
+            .unwrap();
+        q.close().await;
+    });
+    c.ok(&["sweep", "launch", &baselines()]);
+    c.spawn_worker(&[]);
+    c.wait_settled("baselines", Duration::from_secs(120));
+    assert_eq!(c.done_jobs("baselines"), 48);
+    assert_eq!(
+        c.sql(&format!(
+            "SELECT string_agg(DISTINCT mode, ',') FROM predictions WHERE job_key = '{}'",
+            f[0]
+        )),
+        "base",
+        "the forged message ran the job in its own mode"
+    );
+    let listed = c.ok(&["dlq", "list"]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 1, "{listed}");
+    assert!(
+        lines[0].contains("1 delivery  forged: key does not match fields"),
+        "{listed}"
+    );
+}
+
 /// Commands that end cleanly close their broker connection before the runtime stops, so
 /// they print no lapin `ERROR` lines on the way out.
 #[test]

@@ -183,7 +183,8 @@ pub trait JobObserver: Send + Sync {
         let _ = (cache, hits, misses);
     }
 
-    /// A message was dead-lettered (`reason`: `unreadable` or `failed`).
+    /// A message was dead-lettered (`reason`: `unreadable`, `forged` (not a planned job)
+    /// or `failed`).
     fn dead_letter(&self, reason: &'static str) {
         let _ = reason;
     }

@@ -92,9 +92,9 @@ const LLM_SECONDS_BUCKETS: [f64; 12] = [
     0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
 ];
 
-/// Why a worker dead-letters a message: unreadable, an aggregation that failed, a job
-/// that failed its last delivery.
-pub const DEAD_LETTER_REASONS: [&str; 3] = ["unreadable", "aggregation", "failed"];
+/// Why a worker dead-letters a message: unreadable, forged (not a planned job), an
+/// aggregation that failed, a job that failed its last delivery.
+pub const DEAD_LETTER_REASONS: [&str; 4] = ["unreadable", "forged", "aggregation", "failed"];
 
 /// The families of the job path a worker (or the embedded engine) serves, fed through
 /// [`JobObserver`].

@@ -1,7 +1,8 @@
 //! The RabbitMQ queue against the real broker: topology (quorum queues with an explicit
 //! delivery limit and a dead-letter exchange), publish with confirms, consume, ack,
-//! requeue with the delivery count, dead letters with reasons, the broker's own
-//! dead-lettering at the delivery limit, replay, and a wrong URL.
+//! requeue with the delivery count, dead letters with reasons and delivery counts, the
+//! broker's own dead-lettering at the delivery limit, replay, a release that uses no
+//! delivery, the consumer timeout and queues declared without it, and a wrong URL.
 
 mod support;
 
@@ -104,6 +105,7 @@ async fn publish_consume_requeue_dead_letter_and_replay() {
         dead[1].reason
     );
     assert_eq!(dead[1].queue, format!("{ns}.jobs.m"));
+    assert_eq!(dead[1].deliveries, returns, "{dead:?}");
 
     let (all, replayed) = q.replay_dead_letters(|d| d.body == b"again").await.unwrap();
     assert_eq!((all.len(), replayed.len()), (2, 1));
@@ -165,4 +167,139 @@ async fn wrong_urls_name_the_host_not_the_password() {
         .unwrap();
     assert!(matches!(err, QueueError::Connect { .. }));
     assert!(!err.to_string().contains("hunter2"), "{err}");
+}
+
+/// A released delivery (a worker shutting down before it could run the job) returns
+/// to the queue without counting against `x-delivery-limit` (2 here): released five
+/// times after one real failure, it is never dead-lettered by the broker, and its
+/// count of deliveries that did count survives the publish-back.
+#[tokio::test]
+async fn a_released_delivery_uses_no_delivery() {
+    if !servers_available("rabbitmq queue") {
+        return;
+    }
+    let ns = namespace();
+    let q = queue(&ns).await;
+    let name = "credence.jobs.r".to_string();
+    let cleanup = Cleanup(q.clone(), vec![name.clone()]);
+    q.publish(&name, b"job".to_vec()).await.unwrap();
+    let mut c = q.consume(&name).await.unwrap();
+    next(&mut c).await.nack(true).await.unwrap();
+    for _ in 0..5 {
+        let d = next(&mut c).await;
+        assert_eq!((d.body(), d.previous_deliveries()), (&b"job"[..], 1));
+        d.release().await.unwrap();
+    }
+    let d = next(&mut c).await;
+    assert_eq!(d.previous_deliveries(), 1);
+    d.dead_letter("failed for good").await.unwrap();
+    let mut dead = Vec::new();
+    for _ in 0..50 {
+        dead = q.dead_letters().await.unwrap();
+        if !dead.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(
+        (dead[0].reason.as_str(), dead[0].deliveries),
+        ("failed for good", 2)
+    );
+    assert_eq!(q.depth(&name).await.unwrap().0, 0);
+    drop(c);
+    cleanup.run().await;
+}
+
+/// The broker's view of a queue's arguments (`rabbitmqctl list_queues`).
+fn queue_arguments(physical: &str) -> serde_json::Value {
+    let out = std::process::Command::new("rabbitmqctl")
+        .args(["list_queues", "name", "arguments", "--formatter", "json"])
+        .output()
+        .expect("rabbitmqctl is installed with RabbitMQ");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let queues: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let args = queues
+        .as_array()
+        .and_then(|qs| qs.iter().find(|q| q["name"] == physical))
+        .map(|q| q["arguments"].clone())
+        .unwrap_or_else(|| panic!("no queue {physical}: {queues}"));
+    // A list of [name, type, value]: as a map of name to value.
+    let pairs = args.as_array().cloned().unwrap_or_default();
+    pairs
+        .iter()
+        .filter_map(|a| Some((a.get(0)?.as_str()?.to_string(), a.get(2)?.clone())))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// Job queues are declared with `x-consumer-timeout` (the broker accepts it as a queue
+/// argument), and a queue an older version declared without it is used as it is:
+/// publish, consume and ack work, rather than failing with PRECONDITION_FAILED.
+#[tokio::test]
+async fn queues_carry_the_consumer_timeout_and_older_queues_still_work() {
+    if !servers_available("rabbitmq queue") {
+        return;
+    }
+    let ns = namespace();
+    let mut settings = RabbitSettings::new(&broker_url());
+    settings.namespace = ns.clone();
+    settings.reconnect_for = Some(Duration::from_secs(10));
+    settings.consumer_timeout = Duration::from_secs(7200);
+    let q = RabbitQueue::connect(settings).await.unwrap();
+    let (new, old) = (
+        "credence.jobs.new".to_string(),
+        "credence.jobs.old".to_string(),
+    );
+    let cleanup = Cleanup(q.clone(), vec![new.clone(), old.clone()]);
+
+    q.publish(&new, b"n".to_vec()).await.unwrap();
+    let args = queue_arguments(&q.physical(&new));
+    assert_eq!(args["x-consumer-timeout"], 7_200_000, "{args}");
+
+    // The old version's declaration: the same arguments but the consumer timeout.
+    let conn = lapin::Connection::connect(&broker_url(), lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let mut old_args = lapin::types::FieldTable::default();
+    for (k, v) in [
+        ("x-queue-type", "quorum"),
+        ("x-dead-letter-exchange", &*q.dead_letter_queue()),
+        ("x-dead-letter-strategy", "at-least-once"),
+        ("x-overflow", "reject-publish"),
+    ] {
+        old_args.insert(k.into(), lapin::types::AMQPValue::LongString(v.into()));
+    }
+    old_args.insert(
+        "x-delivery-limit".into(),
+        lapin::types::AMQPValue::LongInt(3),
+    );
+    ch.queue_declare(
+        &q.physical(&old),
+        lapin::options::QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        old_args,
+    )
+    .await
+    .unwrap();
+    conn.close(200, "declared").await.unwrap();
+
+    q.publish(&old, b"o".to_vec()).await.unwrap();
+    assert_eq!(q.depth(&old).await.unwrap(), (1, 0));
+    let mut c = q.consume(&old).await.unwrap();
+    let d = next(&mut c).await;
+    assert_eq!(d.body(), b"o");
+    d.ack().await.unwrap();
+    assert!(queue_arguments(&q.physical(&old))
+        .get("x-consumer-timeout")
+        .is_none());
+    drop(c);
+    cleanup.run().await;
 }

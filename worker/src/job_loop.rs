@@ -1,12 +1,16 @@
 //! The consumer loop, the same in both engines: take a delivery, decode the versioned
 //! message, run the job, commit its results, then ack (DESIGN.md invariant 1). A failure
 //! is retried through the queue until the delivery limit, then the job is marked failed
-//! and dead-lettered with its error (invariant 5). A message that cannot be decoded is
-//! dead-lettered at once with the reason, never crashing the worker. While the store is
-//! unreachable the job is retried in place with backoff (the delivery stays unacked), so
-//! a database outage costs time, not deliveries. While a job runs its heartbeat is kept
-//! fresh in the store for the coordinator's reaper. The commit that finishes the last
-//! job of a model x dataset x mode enqueues its one aggregation job.
+//! and dead-lettered with its error (invariant 5). A message that cannot be decoded, or
+//! that is not exactly a planned job ([`check`]), is dead-lettered at once with the
+//! reason, never crashing the worker and never touching a job row or a metric label.
+//! While the store is unreachable the job is retried in place with backoff (the delivery
+//! stays unacked), so a database outage costs time, not deliveries; a shutdown during
+//! that wait returns the message to its queue without using a delivery
+//! ([`Delivery::release`]), so a rolling restart during an outage dead-letters nothing.
+//! While a job runs its heartbeat is kept fresh in the store for the coordinator's
+//! reaper. The commit that finishes the last job of a model x dataset x mode enqueues its
+//! one aggregation job.
 
 use crate::handler::{JobError, JobHandler};
 use credence_shared::aggregation::aggregate_config;
@@ -22,6 +26,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 pub(crate) use crate::heartbeat::with_heartbeat;
+
+mod check;
 
 /// What the loop reports about each delivery.
 #[derive(Debug, Clone)]
@@ -161,8 +167,18 @@ fn settled(result: Result<(), QueueError>, what: &str) {
     }
 }
 
+/// Returns a delivery its worker could not run before shutting down to its queue,
+/// without using one of its deliveries.
+async fn release(delivery: Box<dyn Delivery>) {
+    tracing::info!("shutting down while the store is unreachable: the message returns to its queue without using a delivery");
+    settled(delivery.release().await, "return");
+}
+
 /// Runs `op` until it succeeds or fails for a reason other than the store being
-/// unreachable, backing off between tries; `None` if shutdown came first.
+/// unreachable, backing off between tries; `None` if shutdown came first. The first try
+/// runs to its end (a job in flight is finished at shutdown); once the store has been
+/// found unreachable, a shutdown also cancels a try in progress, since a store call can
+/// hang on a stalled database for longer than an orchestrator's grace period.
 async fn retry_transient<T, F, Fut>(
     mut shutdown: watch::Receiver<bool>,
     what: &str,
@@ -173,9 +189,19 @@ where
     Fut: Future<Output = Result<T, JobError>>,
 {
     let mut backoff = Duration::from_millis(250);
+    let mut outage = false;
     loop {
-        match op().await {
+        let tried = if outage {
+            tokio::select! {
+                r = op() => r,
+                _ = shutdown.changed() => return None,
+            }
+        } else {
+            op().await
+        };
+        match tried {
             Err(e) if e.is_transient() => {
+                outage = true;
                 tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "{what}: the store is unreachable; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
@@ -198,13 +224,32 @@ async fn handle_delivery(
     let job = match decode_work(delivery.body()) {
         Ok(Work::Job(job)) => job,
         Ok(Work::Aggregate(config)) => {
-            let done = retry_transient(shutdown, "aggregation", || async {
+            let Some(checked) = retry_transient(shutdown.clone(), "checking a message", || async {
+                check::check_aggregation(store, &config)
+                    .await
+                    .map_err(JobError::from)
+            })
+            .await
+            else {
+                release(delivery).await;
+                return None;
+            };
+            match checked {
+                Ok(Ok(())) => {}
+                Ok(Err(refused)) => return Some(refuse(delivery, refused, settings).await),
+                Err(e) => return Some(fail(delivery, None, store, settings, e).await),
+            }
+            let Some(done) = retry_transient(shutdown, "aggregation", || async {
                 aggregate_config(store, &config)
                     .await
                     .map(|_| ())
                     .map_err(JobError::from)
             })
-            .await?;
+            .await
+            else {
+                release(delivery).await;
+                return None;
+            };
             return Some(match done {
                 Ok(()) => {
                     settled(delivery.ack().await, "ack");
@@ -221,15 +266,37 @@ async fn handle_delivery(
         }
     };
     let started = std::time::Instant::now();
+    let Some(checked) = retry_transient(shutdown.clone(), "checking a message", || async {
+        check::check_job(store, &job).await.map_err(JobError::from)
+    })
+    .await
+    else {
+        release(delivery).await;
+        return None;
+    };
+    match checked {
+        Ok(Ok(())) => {}
+        Ok(Err(refused)) => {
+            tracing::warn!(key = %key_prefix(&job.key), "refusing a job message");
+            return Some(refuse(delivery, refused, settings).await);
+        }
+        // The key is the content key of the fields, so the job named is this one.
+        Err(e) => return Some(fail(delivery, Some(job), store, settings, e).await),
+    }
+    // Only a job checked against the plan names a model: metric labels stay bounded.
     settings.observer.current_model(&job.model);
     let span = tracing::info_span!("job", key = %key_prefix(&job.key), model = %job.model, dataset = %job.dataset, mode = %job.mode, shard = job.shard);
     // Set once this delivery's attempt is recorded: a retry in place is not a new one.
     let counted = AtomicBool::new(false);
-    let outcome = retry_transient(shutdown.clone(), "job", || {
+    let Some(outcome) = retry_transient(shutdown.clone(), "job", || {
         run_job(&job, handler, store, settings, &counted)
     })
     .instrument(span)
-    .await?;
+    .await
+    else {
+        release(delivery).await;
+        return None;
+    };
     let event = match outcome {
         Ok(None) => {
             settled(delivery.ack().await, "ack");
@@ -353,6 +420,20 @@ async fn publish_aggregation(job: &Job, queue: &dyn Queue) {
             tracing::warn!(error = %e, "aggregation job not enqueued; the reaper will")
         }
     }
+}
+
+/// A message that is not what it claims: dead-lettered once with the reason, never
+/// retried (another delivery would be refused the same way).
+async fn refuse(
+    delivery: Box<dyn Delivery>,
+    refused: check::Refused,
+    settings: &LoopSettings,
+) -> JobEvent {
+    let reason = refused.to_string();
+    tracing::warn!(%reason, "dead-lettering a message that does not match the plan");
+    settings.observer.dead_letter("forged");
+    settled(delivery.dead_letter(&reason).await, "dead-letter");
+    JobEvent::Rejected { reason }
 }
 
 /// A failed attempt: back to the queue, or after the last delivery marked failed and

@@ -2,13 +2,19 @@
 //! plus one on the aggregation queue, each running the shared consumer loop
 //! ([`crate::job_loop`]) with a heartbeat, until shutdown. Models load on first use
 //! (once per process) from the run's sweep as recorded in the store.
+//!
+//! A consumer that ends before shutdown (a panic, or an error of its queue) ends the
+//! whole worker with [`ServeError::ConsumerEnded`]: a process whose `/metrics` and
+//! liveness stay up with a queue left unconsumed would hide the failure from its
+//! orchestrator, which replaces a process that exits non-zero.
 
 use crate::handler::JobHandler;
 use crate::job_loop::{consume, Aggregation, JobEvent, LoopSettings};
 use credence_shared::observe::NoObserver;
-use credence_shared::queue::{job_queue, Queue, QueueError, AGGREGATE_QUEUE};
+use credence_shared::queue::{job_queue, Queue, AGGREGATE_QUEUE};
 use credence_shared::store::Store;
 use credence_shared::telemetry::WorkerMetrics;
+use futures::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -39,8 +45,23 @@ pub struct WorkerReport {
     pub failed: usize,
     /// Configurations aggregated.
     pub aggregated: usize,
-    /// Messages dead-lettered as unreadable.
+    /// Messages dead-lettered as unreadable or as not a planned job.
     pub rejected: usize,
+}
+
+/// Why a worker stopped serving before it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A queue's consumer ended while the worker was meant to be consuming it.
+    #[error(
+        "the consumer of queue {queue} stopped: {reason}; the worker exits so that it is replaced"
+    )]
+    ConsumerEnded {
+        /// The queue (logical name) left without a consumer.
+        queue: String,
+        /// The panic message or the queue error.
+        reason: String,
+    },
 }
 
 /// Consumes until `shutdown` turns true, then finishes the jobs in flight and returns.
@@ -51,8 +72,20 @@ pub async fn serve(
     opts: &WorkerOptions,
     metrics: Option<WorkerMetrics>,
     shutdown: watch::Receiver<bool>,
-) -> Result<WorkerReport, QueueError> {
+) -> Result<WorkerReport, ServeError> {
     let handler = Arc::new(JobHandler::from_store(opts.models.iter().cloned()));
+    serve_with(handler, store, queue, opts, metrics, shutdown).await
+}
+
+/// [`serve`] with a given job handler (tests give one whose models are in memory).
+pub(crate) async fn serve_with(
+    handler: Arc<JobHandler>,
+    store: Arc<dyn Store>,
+    queue: Arc<dyn Queue>,
+    opts: &WorkerOptions,
+    metrics: Option<WorkerMetrics>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<WorkerReport, ServeError> {
     let settings = LoopSettings {
         worker_id: opts.worker_id.clone(),
         max_deliveries: opts.max_deliveries,
@@ -72,7 +105,7 @@ pub async fn serve(
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
     for q in queues {
-        let (queue, handler, store, settings, events, shutdown) = (
+        let (queue, handler, store, settings, events, stop) = (
             queue.clone(),
             handler.clone(),
             store.clone(),
@@ -80,7 +113,7 @@ pub async fn serve(
             events_tx.clone(),
             shutdown.clone(),
         );
-        tasks.spawn(async move {
+        let consuming = async move {
             let mut consumer = queue.consume(&q).await?;
             tracing::info!(queue = %q, "consuming");
             consume(
@@ -89,60 +122,98 @@ pub async fn serve(
                 store.as_ref(),
                 &settings,
                 &events,
-                shutdown,
+                stop,
             )
             .await
+        };
+        tasks.spawn(async move {
+            // The panic is caught here, where the queue's name is known.
+            let ended = std::panic::AssertUnwindSafe(consuming).catch_unwind().await;
+            (q, ended)
         });
     }
     drop(events_tx);
     let mut report = WorkerReport::default();
-    while let Some(event) = events_rx.recv().await {
-        let (model, outcome) = match &event {
-            JobEvent::Done { job, seconds, .. } => {
-                report.done += 1;
-                tracing::info!(job = %job.key, seconds, "done");
-                if let Some(m) = &metrics {
-                    m.job_seconds
-                        .with_label_values(&[job.model.as_str(), job.mode.as_str()])
-                        .observe(*seconds);
-                }
-                (job.model.as_str(), "done")
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            event = events_rx.recv(), if events_open => match event {
+                Some(event) => count(&mut report, metrics.as_ref(), &event),
+                None => events_open = false,
+            },
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { break };
+                let (queue, ended) = joined.map_err(|e| ServeError::ConsumerEnded {
+                    queue: "?".into(),
+                    reason: format!("its task was cancelled: {e}"),
+                })?;
+                let reason = match ended {
+                    Ok(Ok(())) if *shutdown.borrow() => continue,
+                    Ok(Ok(())) => "its queue closed".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(panic) => format!("panicked: {}", panic_text(panic.as_ref())),
+                };
+                tracing::error!(%queue, %reason, "a consumer stopped; the worker exits");
+                // Dropping the other consumers returns their deliveries to the queue.
+                return Err(ServeError::ConsumerEnded { queue, reason });
             }
-            JobEvent::Skipped { job } => {
-                report.skipped += 1;
-                (job.model.as_str(), "skipped")
-            }
-            JobEvent::Retry { job, .. } => {
-                report.retried += 1;
-                (job.model.as_str(), "retry")
-            }
-            JobEvent::Failed { job, .. } => {
-                report.failed += 1;
-                (job.model.as_str(), "failed")
-            }
-            JobEvent::Aggregated { config } => {
-                report.aggregated += 1;
-                (config.model.as_str(), "aggregated")
-            }
-            JobEvent::Rejected { .. } => {
-                report.rejected += 1;
-                ("", "rejected")
-            }
-        };
-        if let Some(m) = &metrics {
-            m.deliveries.with_label_values(&[model, outcome]).inc();
         }
     }
-    while let Some(res) = tasks.join_next().await {
-        match res {
-            Ok(r) => r?,
-            Err(e) => {
-                return Err(QueueError::Broker {
-                    what: "consumer task",
-                    message: e.to_string(),
-                })
-            }
-        }
+    while let Ok(event) = events_rx.try_recv() {
+        count(&mut report, metrics.as_ref(), &event);
     }
     Ok(report)
 }
+
+/// The text of a panic's payload (what `panic!` was given).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}
+
+/// Counts one event into the report and the delivery metrics.
+fn count(report: &mut WorkerReport, metrics: Option<&WorkerMetrics>, event: &JobEvent) {
+    let (model, outcome) = match event {
+        JobEvent::Done { job, seconds, .. } => {
+            report.done += 1;
+            tracing::info!(job = %job.key, seconds, "done");
+            if let Some(m) = metrics {
+                m.job_seconds
+                    .with_label_values(&[job.model.as_str(), job.mode.as_str()])
+                    .observe(*seconds);
+            }
+            (job.model.as_str(), "done")
+        }
+        JobEvent::Skipped { job } => {
+            report.skipped += 1;
+            (job.model.as_str(), "skipped")
+        }
+        JobEvent::Retry { job, .. } => {
+            report.retried += 1;
+            (job.model.as_str(), "retry")
+        }
+        JobEvent::Failed { job, .. } => {
+            report.failed += 1;
+            (job.model.as_str(), "failed")
+        }
+        JobEvent::Aggregated { config } => {
+            report.aggregated += 1;
+            (config.model.as_str(), "aggregated")
+        }
+        JobEvent::Rejected { .. } => {
+            report.rejected += 1;
+            ("", "rejected")
+        }
+    };
+    if let Some(m) = metrics {
+        m.deliveries.with_label_values(&[model, outcome]).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -77,16 +77,26 @@ fn print(letters: &[Shown], json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     for l in letters {
-        println!(
-            "{}  {}  run {}  {} deliveries  {}",
-            l.queue,
-            l.what,
-            l.run.as_deref().unwrap_or("-"),
-            l.deliveries,
-            l.reason
-        );
+        println!("{}", line(l));
     }
     Ok(())
+}
+
+/// One dead letter as a line of `dlq list`.
+fn line(l: &Shown) -> String {
+    format!(
+        "{}  {}  run {}  {} {}  {}",
+        l.queue,
+        l.what,
+        l.run.as_deref().unwrap_or("-"),
+        l.deliveries,
+        if l.deliveries == 1 {
+            "delivery"
+        } else {
+            "deliveries"
+        },
+        l.reason
+    )
 }
 
 /// Runs the command.
@@ -135,4 +145,32 @@ async fn replay(conn: &Connections, a: &ListArgs) -> anyhow::Result<ExitCode> {
     print(&shown, a.json)?;
     eprintln!("{} dead letters replayed", shown.len());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(deliveries: u32) -> Shown {
+        Shown {
+            queue: "credence.jobs.m".into(),
+            deliveries,
+            reason: "boom".into(),
+            run: Some("r".into()),
+            what: "m / d / base shard 0".into(),
+            job_key: None,
+        }
+    }
+
+    #[test]
+    fn a_line_counts_deliveries_in_the_right_number() {
+        assert_eq!(
+            line(&shown(1)),
+            "credence.jobs.m  m / d / base shard 0  run r  1 delivery  boom"
+        );
+        assert_eq!(
+            line(&shown(4)),
+            "credence.jobs.m  m / d / base shard 0  run r  4 deliveries  boom"
+        );
+    }
 }

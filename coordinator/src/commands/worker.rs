@@ -4,9 +4,9 @@ use super::flags;
 use super::signals::stop_on_signals;
 use anyhow::Context;
 use clap::Args;
-use credence::distributed::ConnectArgs;
+use credence::distributed::{ConnectArgs, Connections};
 use credence_shared::queue::Queue;
-use credence_shared::store::Store;
+use credence_shared::store::{Store, StoreError};
 use credence_shared::telemetry::WorkerMetrics;
 use credence_worker::serve::{serve, WorkerOptions};
 use std::process::ExitCode;
@@ -15,7 +15,10 @@ use std::time::Duration;
 
 /// Consume the job queues of the given models (and the aggregation queue): run each
 /// job, commit its results, then ack. SIGTERM stops consuming, finishes the job in
-/// flight (or returns it to the queue after the grace period) and exits 0.
+/// flight (or returns it to the queue after the grace period) and exits 0; a job waiting
+/// for an unreachable database goes back to its queue at once, without using one of its
+/// deliveries. A consumer that stops unexpectedly (a panic, a queue error) ends the
+/// worker with one error line and exit status 1, for its orchestrator to replace.
 #[derive(Args)]
 pub struct WorkerArgs {
     /// Model names as written in the sweep files, comma separated; each model loads
@@ -41,13 +44,42 @@ pub struct WorkerArgs {
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
+/// Connects to both servers, waiting out an unreachable database or broker however
+/// long it takes (a worker restarted during an outage waits for it rather than
+/// crash-looping); `None` when a signal stops it first. Other errors (a bad URL, a
+/// migration that fails) end the worker.
+async fn connect_waiting(
+    connect: &ConnectArgs,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<Connections>> {
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        match connect.connect(None).await {
+            Ok(conn) => return Ok(Some(conn)),
+            Err(e)
+                if e.downcast_ref::<StoreError>()
+                    .is_some_and(StoreError::is_transient) =>
+            {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "the store is unreachable; waiting for it before consuming");
+            }
+            Err(e) => return Err(e),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.wait_for(|s| *s) => return Ok(None),
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
 /// Runs the command.
 pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let stop = stop_on_signals()?;
-        // A worker waits out broker restarts however long they take.
-        let conn = args.connect.connect(None).await?;
+        let Some(conn) = connect_waiting(&args.connect, stop.clone()).await? else {
+            return Ok(ExitCode::SUCCESS);
+        };
         let worker_id = args.worker_id.unwrap_or_else(|| {
             let host = std::fs::read_to_string("/etc/hostname")
                 .map(|h| h.trim().to_string())
@@ -82,7 +114,12 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         let work = serve(store, queue, &opts, metrics, stop);
         tokio::pin!(work);
         let report = tokio::select! {
-            r = &mut work => r?,
+            r = &mut work => {
+                if r.is_err() {
+                    broker.close().await;
+                }
+                r?
+            }
             _ = async {
                 let _ = stopped.wait_for(|s| *s).await;
                 tokio::time::sleep(args.grace).await;

@@ -42,6 +42,13 @@ pub struct ConnectArgs {
     /// Messages a consumer holds unacknowledged at once.
     #[arg(long, default_value_t = 1)]
     pub prefetch: u16,
+    /// Seconds a worker may hold a job before the broker takes it back: the job queues'
+    /// `x-consumer-timeout` (RabbitMQ 3.12+; older brokers use their global
+    /// `consumer_timeout`). Longer than the longest job (one shard), with margin; every
+    /// process of a deployment must agree.
+    #[arg(long, env = "CREDENCE_CONSUMER_TIMEOUT", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(60..=2_592_000))]
+    pub consumer_timeout: u64,
 }
 
 /// An open store and queue.
@@ -73,6 +80,7 @@ impl ConnectArgs {
             delivery_limit: self.delivery_limit,
             prefetch: self.prefetch.max(1),
             reconnect_for,
+            consumer_timeout: Duration::from_secs(self.consumer_timeout),
         }
     }
 

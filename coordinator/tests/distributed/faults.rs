@@ -1,9 +1,9 @@
 //! Faults mid-sweep: workers SIGKILLed mid-job, RabbitMQ stopped and started, PostgreSQL
-//! down for 30 s. Each sweep must complete with exactly the rows of a fault-free run of
+//! down for 30 s, workers restarted while the database is unreachable. Each sweep must complete with exactly the rows of a fault-free run of
 //! the embedded engine. The server tests hold the servers exclusively and restart them
 //! through a guard, whatever happens.
 
-use super::support::{BrokerStopped, Cluster, DatabaseStopped, ResultRows};
+use super::support::{workspace, BrokerStopped, Cluster, DatabaseStopped, DbProxy, ResultRows};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -205,4 +205,105 @@ fn a_database_outage_of_30_seconds_loses_nothing() {
             .contains("the store is unreachable; retrying")
     });
     assert!(retried, "no worker noticed the outage");
+}
+
+/// A sweep of one job (one example, sentence-split, base mode) in the test's folder.
+fn one_job_sweep(c: &Cluster, name: &str) -> String {
+    let sample = std::fs::read_to_string(workspace().join("examples/sample.jsonl"))
+        .expect("the shipped sample");
+    let first = sample.lines().next().expect("a sample line");
+    std::fs::write(
+        c.dir.path().join(format!("{name}.jsonl")),
+        format!("{first}\n"),
+    )
+    .expect("dataset");
+    let sweep = c.dir.path().join(format!("{name}.toml"));
+    std::fs::write(
+        &sweep,
+        format!(
+            "[sweep]\nname = \"{name}\"\nmodes = [\"base\"]\nshard_size = 1\n\n\
+             [[models]]\nname = \"sentence-split\"\nbackend = \"sentence-split\"\n\n\
+             [[datasets]]\nid = \"one\"\npath = \"{name}.jsonl\"\n"
+        ),
+    )
+    .expect("sweep");
+    sweep.display().to_string()
+}
+
+/// Waits until `pred` holds of a worker's log.
+fn wait_log(c: &Cluster, i: usize, what: &str, within: Duration) {
+    let start = Instant::now();
+    while !c.worker_log(i).contains(what) {
+        assert!(
+            start.elapsed() < within,
+            "worker {i} never logged {what:?}: {}",
+            c.worker_log(i)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A rolling restart during a database outage: the worker holding the job (waiting for
+/// the database) is stopped with SIGTERM four times, a replacement started each time,
+/// more stops than the delivery limit (3) allows returns. Once the database is back the
+/// job completes and nothing is dead-lettered: a shutdown is not a failed delivery.
+#[test]
+fn worker_restarts_during_a_database_outage_dead_letter_nothing() {
+    let Some(mut c) = Cluster::new("restarts in an outage", false) else {
+        return;
+    };
+    c.models = vec!["sentence-split".into()];
+    let sweep = one_job_sweep(&c, "restarts");
+    let proxy = DbProxy::start();
+    let via = proxy.url(&c.db_url);
+    let originals: Vec<usize> = (0..5).map(|_| c.spawn_worker_via(&via, &[])).collect();
+    for &i in &originals {
+        wait_log(&c, i, "consuming", Duration::from_secs(60));
+    }
+    proxy.down();
+    c.ok(&["sweep", "launch", &sweep]);
+    let mut stopped = Vec::new();
+    for round in 0..4 {
+        let start = Instant::now();
+        let holder = loop {
+            let holding = originals.iter().copied().find(|i| {
+                !stopped.contains(i)
+                    && c.worker_log(*i)
+                        .contains("the store is unreachable; retrying")
+            });
+            if let Some(i) = holding {
+                break i;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "round {round}: no worker holds the job"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let status = c.sigterm(holder, Duration::from_secs(30));
+        assert!(
+            status.success(),
+            "worker {holder}: {}",
+            c.worker_log(holder)
+        );
+        assert!(
+            c.worker_log(holder)
+                .contains("the message returns to its queue without using a delivery"),
+            "{}",
+            c.worker_log(holder)
+        );
+        stopped.push(holder);
+        let replacement = c.spawn_worker_via(&via, &[]);
+        wait_log(
+            &c,
+            replacement,
+            "the store is unreachable; waiting for it",
+            Duration::from_secs(30),
+        );
+    }
+    proxy.up();
+    c.wait_settled("restarts", Duration::from_secs(60));
+    assert_eq!(c.sql("SELECT state FROM jobs"), "done");
+    let dead = c.ok(&["dlq", "list"]);
+    assert!(dead.trim().is_empty(), "dead letters: {dead}");
 }

@@ -250,6 +250,12 @@ impl Cluster {
 
     /// Starts a worker process for both baseline models.
     pub fn spawn_worker(&mut self, extra: &[&str]) -> usize {
+        let db = self.db_url.clone();
+        self.spawn_worker_via(&db, extra)
+    }
+
+    /// Starts a worker process that reaches the database at `db_url` (a proxy).
+    pub fn spawn_worker_via(&mut self, db_url: &str, extra: &[&str]) -> usize {
         let id = format!("w{}", self.workers.len());
         let log = self.dir.path().join(format!("{id}.log"));
         let file = std::fs::File::create(&log).expect("worker log");
@@ -257,6 +263,7 @@ impl Cluster {
         let child = self
             .credence()
             .env("RUST_LOG", "info")
+            .env("CREDENCE_DATABASE_URL", db_url)
             .args([
                 "worker",
                 "--models",
@@ -664,5 +671,72 @@ impl Drop for DatabaseStopped {
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+}
+
+/// A TCP proxy on 127.0.0.1 in front of PostgreSQL that a test can take down and bring
+/// back: down, it cuts every relayed connection and closes each new one at once, as a
+/// database that is unreachable; the real server stays up for everything else.
+pub struct DbProxy {
+    port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    live: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl DbProxy {
+    pub fn start() -> DbProxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a proxy port");
+        let port = listener.local_addr().expect("its address").port();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let live = std::sync::Arc::new(std::sync::Mutex::new(Vec::<std::net::TcpStream>::new()));
+        let (up2, live2) = (up.clone(), live.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if !up2.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect("127.0.0.1:5432") else {
+                    continue;
+                };
+                let pairs = [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ];
+                {
+                    let mut live = live2.lock().unwrap_or_else(|p| p.into_inner());
+                    live.extend([client, server]);
+                }
+                for (from, to) in pairs {
+                    if let (Ok(mut from), Ok(mut to)) = (from, to) {
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut from, &mut to);
+                            let _ = to.shutdown(std::net::Shutdown::Both);
+                        });
+                    }
+                }
+            }
+        });
+        DbProxy { port, up, live }
+    }
+
+    /// `url` (a PostgreSQL URL on 127.0.0.1:5432) through the proxy.
+    pub fn url(&self, url: &str) -> String {
+        url.replace("127.0.0.1:5432", &format!("127.0.0.1:{}", self.port))
+    }
+
+    /// The database becomes unreachable through the proxy.
+    pub fn down(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        for s in live.drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// The database is reachable again.
+    pub fn up(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }

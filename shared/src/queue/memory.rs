@@ -44,6 +44,12 @@ impl Shared {
         lane.in_flight -= 1;
         match outcome {
             Outcome::Ack => {}
+            Outcome::Release => {
+                // Back at the head, its count as before this delivery.
+                let mut env = env;
+                env.deliveries = env.deliveries.saturating_sub(1);
+                lane.ready.push_front(env);
+            }
             Outcome::Requeue if env.deliveries < self.max_deliveries => lane.ready.push_back(env),
             Outcome::Requeue => st.dead.push(DeadLetter {
                 queue: queue.to_string(),
@@ -68,6 +74,7 @@ impl Shared {
 
 enum Outcome {
     Ack,
+    Release,
     Requeue,
     Dead(String),
 }
@@ -237,6 +244,11 @@ impl Delivery for MemoryDelivery {
         self.settle(Outcome::Dead(reason.to_string()));
         Ok(())
     }
+
+    async fn release(mut self: Box<Self>) -> Result<(), QueueError> {
+        self.settle(Outcome::Release);
+        Ok(())
+    }
 }
 
 impl Drop for MemoryDelivery {
@@ -308,6 +320,28 @@ mod tests {
         d.dead_letter("malformed").await.unwrap();
         assert!(next_body(&mut c).await.is_none());
         assert_eq!(q.dead_letters().await.unwrap()[0].reason, "malformed");
+    }
+
+    /// A released delivery goes back without counting: however many times a worker
+    /// shuts down holding it, it never reaches the delivery limit.
+    #[tokio::test]
+    async fn a_released_delivery_keeps_its_count() {
+        let q = MemoryQueue::new(2);
+        q.publish("a", b"x".to_vec()).await.unwrap();
+        q.close();
+        let mut c = q.consume("a").await.unwrap();
+        let (_, d) = next_body(&mut c).await.unwrap();
+        d.nack(true).await.unwrap();
+        for _ in 0..5 {
+            let (_, d) = next_body(&mut c).await.unwrap();
+            assert_eq!(d.previous_deliveries(), 1);
+            d.release().await.unwrap();
+        }
+        let (_, d) = next_body(&mut c).await.unwrap();
+        assert_eq!(d.previous_deliveries(), 1);
+        d.ack().await.unwrap();
+        assert!(next_body(&mut c).await.is_none());
+        assert!(q.dead_letters().await.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -1,8 +1,10 @@
 //! The job queue. [`Queue`] is the one interface; [`memory::MemoryQueue`] is the
 //! embedded engine and [`rabbitmq::RabbitQueue`] the distributed one, both with the delivery semantics of the broker: a delivery is settled by
-//! [`Delivery::ack`], [`Delivery::nack`] (requeue or not) or [`Delivery::dead_letter`];
-//! one dropped unsettled returns to the queue as if its consumer had died; a message
-//! delivered `max_deliveries` times without an ack goes to the dead letters.
+//! [`Delivery::ack`], [`Delivery::nack`] (requeue or not), [`Delivery::dead_letter`] or
+//! [`Delivery::release`] (back to the queue without using a delivery: the worker is
+//! shutting down before it could run the job); one dropped unsettled returns to the queue
+//! as if its consumer had died; a message delivered `max_deliveries` times without an
+//! ack goes to the dead letters.
 
 pub mod memory;
 pub mod rabbitmq;
@@ -94,6 +96,13 @@ pub trait Delivery: Send {
     /// The message cannot be handled (malformed, unknown version, final failure); it goes
     /// to the dead letters with `reason`.
     async fn dead_letter(self: Box<Self>, reason: &str) -> Result<(), QueueError>;
+
+    /// The worker stops before it could run the message (a shutdown while the store is
+    /// unreachable): the message returns to its queue and this delivery does not count,
+    /// so the next delivery's [`Delivery::previous_deliveries`] is this one's. A
+    /// shutdown is not a failure of the job; counting it would let a rolling restart
+    /// dead-letter a job that never failed.
+    async fn release(self: Box<Self>) -> Result<(), QueueError>;
 }
 
 /// Name of the job queue of a model.

@@ -10,6 +10,16 @@
 //! delivery from the lost connection can no longer be settled, and the broker delivers it
 //! again (at-least-once; the store makes the second run change nothing).
 //!
+//! Each job queue also has an `x-consumer-timeout` ([`RabbitSettings::consumer_timeout`]):
+//! how long a consumer may hold a message unacknowledged before the broker takes it back.
+//! It must exceed the longest job (a local-LLM shard can run for hours), or the broker
+//! redelivers a job while it still runs. RabbitMQ reads the argument from 3.12 on; older
+//! brokers accept and ignore it and apply their global `consumer_timeout` (30 min by
+//! default; set it in `rabbitmq.conf`). A queue declared by an older credence without the
+//! argument (or with another value) cannot be redeclared with it (`PRECONDITION_FAILED`):
+//! it is then used as it is, with a warning saying how to apply the timeout (a
+//! `consumer-timeout` policy, or deleting the queue once drained).
+//!
 //! A message dead-lettered by the worker (unreadable, or failed its last delivery)
 //! carries the reason in the header `x-credence-reason`; one dead-lettered by the broker
 //! (its consumers kept dying) carries the broker's `x-first-death-reason`.
@@ -47,10 +57,21 @@ pub struct RabbitSettings {
     /// How long to keep reconnecting after the connection is lost before an operation
     /// gives up (`None`: forever, what a worker wants).
     pub reconnect_for: Option<Duration>,
+    /// `x-consumer-timeout` of every job queue: how long a worker may hold a message
+    /// before the broker takes it back. Longer than the longest job, with margin (every
+    /// process of a deployment must agree, as for the delivery limit).
+    pub consumer_timeout: Duration,
 }
 
+/// The default [`RabbitSettings::consumer_timeout`]: 24 hours. A job is one shard; a
+/// shard of a large local model on a CPU can take hours, and a worker that dies is
+/// noticed sooner by its heartbeat (the reaper) and by its connection closing, so the
+/// broker's timeout only has to catch a consumer that hangs while its connection lives.
+pub const DEFAULT_CONSUMER_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 impl RabbitSettings {
-    /// Defaults: namespace `credence`, delivery limit 3, prefetch 1, reconnect forever.
+    /// Defaults: namespace `credence`, delivery limit 3, prefetch 1, reconnect forever,
+    /// consumer timeout [`DEFAULT_CONSUMER_TIMEOUT`].
     pub fn new(url: &str) -> Self {
         RabbitSettings {
             url: url.to_string(),
@@ -58,6 +79,7 @@ impl RabbitSettings {
             delivery_limit: 3,
             prefetch: 1,
             reconnect_for: None,
+            consumer_timeout: DEFAULT_CONSUMER_TIMEOUT,
         }
     }
 }
@@ -84,6 +106,9 @@ struct Inner {
     link: Mutex<Option<Link>>,
     /// Set by [`RabbitQueue::close`]: no reconnecting after it.
     closed: std::sync::atomic::AtomicBool,
+    /// Queues that exist with other arguments than [`RabbitQueue::queue_args`] (declared
+    /// by an older version): used as they are, declared passively.
+    legacy: std::sync::Mutex<HashSet<String>>,
 }
 
 /// The RabbitMQ queue engine; cheap to clone.
@@ -116,6 +141,7 @@ impl RabbitQueue {
                 location,
                 link: Mutex::new(None),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                legacy: std::sync::Mutex::new(HashSet::new()),
             }),
         };
         let link = queue.open_link().await?;
@@ -315,20 +341,76 @@ impl RabbitQueue {
             "x-overflow".into(),
             AMQPValue::LongString("reject-publish".into()),
         );
+        let timeout_ms = self.inner.settings.consumer_timeout.as_millis();
+        args.insert(
+            "x-consumer-timeout".into(),
+            AMQPValue::LongLongInt(i64::try_from(timeout_ms).unwrap_or(i64::MAX)),
+        );
         args
     }
 
+    /// Declares a job queue with [`RabbitQueue::queue_args`]. A queue that exists with
+    /// another consumer timeout (an older version declared it) fails that declaration,
+    /// which closes `channel`; it is remembered, the error returned, and the caller's
+    /// retry (on a new channel) declares it passively.
     async fn declare(&self, channel: &Channel, physical: &str) -> Result<lapin::Queue, QueueError> {
-        channel
+        let legacy = self
+            .inner
+            .legacy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(physical);
+        if legacy {
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..durable()
+            };
+            return channel
+                .queue_declare(physical, passive, FieldTable::default())
+                .await
+                .map_err(broker("declare queue"));
+        }
+        match channel
             .queue_declare(physical, durable(), self.queue_args())
             .await
-            .map_err(broker("declare queue"))
+        {
+            Err(lapin::Error::ProtocolError(e)) if other_consumer_timeout(&e) => {
+                tracing::warn!(
+                    queue = physical,
+                    "the queue exists without this version's x-consumer-timeout (declared by an older credence); it is used as it is, under the broker's consumer timeout. To apply it: rabbitmqctl set_policy credence-consumer-timeout '^{}' '{{\"consumer-timeout\": {}}}' --apply-to queues, or delete the queue once it is empty",
+                    regex_escape(physical),
+                    self.inner.settings.consumer_timeout.as_millis()
+                );
+                self.inner
+                    .legacy
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(physical.to_string());
+                Err(QueueError::Broker {
+                    what: "declare queue",
+                    message: e.to_string(),
+                })
+            }
+            other => other.map_err(broker("declare queue")),
+        }
     }
 
     /// Messages ready in a queue and its consumers (declaring it if needed).
     pub async fn depth(&self, logical: &str) -> Result<(u32, u32), QueueError> {
         let physical = self.physical(logical);
-        self.with_link(DepthOp(physical)).await
+        match self.with_link(DepthOp(physical.clone())).await {
+            // A queue of an older version: the second try declares it passively.
+            Err(_) if self.is_legacy(&physical) => self.with_link(DepthOp(physical)).await,
+            other => other,
+        }
+    }
+
+    fn is_legacy(&self, physical: &str) -> bool {
+        self.inner
+            .legacy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(physical)
     }
 
     /// Publishes raw bodies (with optional headers) onto a physical queue, waiting for
@@ -386,6 +468,28 @@ async fn publisher_channel(connection: &Connection) -> Result<Channel, QueueErro
         .await
         .map_err(broker("confirm select"))?;
     Ok(channel)
+}
+
+/// Whether a declaration failed because the queue exists with another
+/// `x-consumer-timeout` (or none).
+fn other_consumer_timeout(e: &lapin::protocol::AMQPError) -> bool {
+    matches!(
+        e.kind(),
+        lapin::protocol::AMQPErrorKind::Soft(lapin::protocol::AMQPSoftError::PRECONDITIONFAILED)
+    ) && e.get_message().as_str().contains("x-consumer-timeout")
+}
+
+/// `name` as a regular expression that matches it alone (for a policy pattern).
+fn regex_escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() && c != '_' && c != '-' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
 }
 
 fn durable() -> QueueDeclareOptions {

@@ -331,6 +331,11 @@ pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
     /// Every stored output of a run with its source and references, ordered by model,
     /// dataset, mode and dataset position (what `credence audit` reads).
     async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError>;
+
+    /// The job planned under `key`, as the planner recorded it; `None` when no job has
+    /// that key. A worker checks each message against it before running anything: a
+    /// queue message is input from the network, the plan is the truth.
+    async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError>;
 }
 
 /// One example's stored output in one mode, with what the audits read.

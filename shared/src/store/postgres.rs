@@ -532,6 +532,17 @@ impl Store for PgStore {
             .map_err(StoreError::query("summary means"))?;
         super::rows::summary(counts, means, jobs)
     }
+
+    async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE job_key = $1"
+        ))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::query("planned job"))?;
+        row.as_ref().map(job_from_row).transpose()
+    }
 }
 
 /// Inserts a job's predictions and metrics, two statements whatever the shard size.

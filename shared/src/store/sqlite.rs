@@ -493,6 +493,66 @@ impl Store for SqliteStore {
             .map_err(StoreError::query("summary means"))?;
         super::rows::summary(counts, means, jobs)
     }
+
+    async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError> {
+        type JobRow = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            i64,
+            i64,
+            i64,
+            String,
+        );
+        let row: Option<JobRow> = sqlx::query_as(
+            "SELECT job_key, run_id, model, model_fingerprint, dataset, dataset_hash, mode,
+                    shard, start, len, config_version
+             FROM jobs WHERE job_key = ?",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::query("planned job"))?;
+        let Some((
+            key,
+            run_id,
+            model,
+            model_fingerprint,
+            dataset,
+            dataset_hash,
+            mode,
+            shard,
+            start,
+            len,
+            config_version,
+        )) = row
+        else {
+            return Ok(None);
+        };
+        let int = |v: i64| {
+            u32::try_from(v).map_err(|e| StoreError::Corrupt {
+                what: "jobs shard bounds",
+                message: e.to_string(),
+            })
+        };
+        Ok(Some(Job {
+            key,
+            run_id,
+            model,
+            model_fingerprint,
+            dataset,
+            dataset_hash,
+            mode: super::rows::mode(&mode, "jobs.mode")?,
+            shard: int(shard)?,
+            start: int(start)?,
+            len: int(len)?,
+            config_version,
+        }))
+    }
 }
 
 #[async_trait]

@@ -1,5 +1,6 @@
-//! The loop's decoding, and its behaviour on hostile keys and a store that is briefly
-//! unreachable, against the in-process queue and a real SQLite store.
+//! The loop's decoding, and its behaviour on hostile keys, forged messages, a store that
+//! is briefly unreachable and a shutdown during that outage, against the in-process
+//! queue and a real SQLite store.
 
 use super::*;
 use crate::decompose::{ConjunctionOracle, Decomposer};
@@ -11,6 +12,7 @@ use credence_shared::domain::{Example, ExampleResult, Mode};
 use credence_shared::job::{plan, PlannedDataset, PlannedModel};
 use credence_shared::observe::{NoObserver, Observed, Recorder};
 use credence_shared::queue::memory::MemoryQueue;
+use credence_shared::queue::DeadLetter;
 use credence_shared::stats::ConfigValues;
 use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::store::{
@@ -218,6 +220,10 @@ impl Store for FlakyStore {
     async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
         self.inner.summary(jobs).await
     }
+
+    async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError> {
+        self.inner.planned_job(key).await
+    }
 }
 
 /// One planned job of run "r" (model "m" = the sentence splitter) in a fresh SQLite
@@ -282,6 +288,19 @@ async fn consume_observed(
     let body = serde_json::to_vec(&Message::job(job.clone())).unwrap();
     queue.publish("q", body).await.unwrap();
     queue.close();
+    let (_stop, shutdown) = watch::channel(false);
+    drain(&queue, store, max_deliveries, observer, shutdown).await
+}
+
+/// Consumes `queue`'s lane "q" with the sentence-splitter model "m" until it ends (closed
+/// and drained) or `shutdown` turns true; the events.
+async fn drain(
+    queue: &MemoryQueue,
+    store: &dyn Store,
+    max_deliveries: u32,
+    observer: Arc<dyn JobObserver>,
+    shutdown: watch::Receiver<bool>,
+) -> Vec<JobEvent> {
     let mut consumer = queue.consume("q").await.unwrap();
     let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
     decomposers.insert("m".into(), Arc::new(ConjunctionOracle::new()));
@@ -294,7 +313,6 @@ async fn consume_observed(
         observer: observer.clone(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (_stop, shutdown) = watch::channel(false);
     consume(&mut *consumer, &handler, store, &settings, &tx, shutdown)
         .await
         .unwrap();
@@ -306,8 +324,8 @@ async fn consume_observed(
     events
 }
 
-/// A key with a two-byte character across byte 12 (where the log span cuts the key)
-/// is handled like any other message, not a panic of the consumer task.
+/// A key with a two-byte character across byte 12 (where the log line cuts the key)
+/// is refused like any other forged key, not a panic of the consumer task.
 #[tokio::test]
 async fn a_key_with_multibyte_characters_does_not_panic_the_loop() {
     let dir = tempfile::tempdir().unwrap();
@@ -315,7 +333,7 @@ async fn a_key_with_multibyte_characters_does_not_panic_the_loop() {
     job.key = format!("a{}", "é".repeat(40));
     let events = consume_one(&job, &store, 3).await;
     assert!(
-        matches!(events.as_slice(), [JobEvent::Skipped { job: j }] if j.key == job.key),
+        matches!(events.as_slice(), [JobEvent::Rejected { reason }] if reason == "forged: key does not match fields"),
         "{events:?}"
     );
 }
@@ -410,4 +428,180 @@ async fn the_heartbeat_keeps_beating_while_the_job_runs() {
     )
     .await
     .expect("three heartbeats while the job runs");
+}
+
+/// The job row's state and attempts.
+async fn job_row(store: &FlakyStore, key: &str) -> (String, i64) {
+    sqlx::query_as("SELECT state, attempts FROM jobs WHERE job_key = ?")
+        .bind(key)
+        .fetch_one(store.inner.pool())
+        .await
+        .unwrap()
+}
+
+/// Publishes `body` alone, consumes it with delivery limit 3, and returns the events,
+/// the dead letters and what the observer saw.
+async fn consume_body(
+    store: &FlakyStore,
+    body: Vec<u8>,
+) -> (Vec<JobEvent>, Vec<DeadLetter>, Vec<Observed>) {
+    let queue = MemoryQueue::new(3);
+    queue.publish("q", body).await.unwrap();
+    queue.close();
+    let recorder = Arc::new(Recorder::default());
+    let (_stop, shutdown) = watch::channel(false);
+    let events = drain(&queue, store, 3, recorder.clone(), shutdown).await;
+    (events, queue.dead_letters().await.unwrap(), recorder.seen())
+}
+
+/// Forged job messages are dead-lettered once with their reason, and touch neither the
+/// planned job's row nor a model metric label.
+#[tokio::test]
+async fn forged_job_messages_are_dead_lettered_once_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), 0).await;
+    let before = job_row(&store, &job.key).await;
+    let with_key = |mut j: Job| {
+        j.key = credence_shared::job::content_key(&j);
+        j
+    };
+    let forgeries = [
+        // A real key with the fields of another configuration.
+        (
+            Job {
+                mode: Mode::Repair,
+                model: "other-model".into(),
+                ..job.clone()
+            },
+            "forged: key does not match fields",
+        ),
+        // A real key with another model fingerprint (a model reload per delivery).
+        (
+            Job {
+                model_fingerprint: "not-the-model".into(),
+                ..job.clone()
+            },
+            "forged: key does not match fields",
+        ),
+        // Consistent fields and key, of a run that was never planned.
+        (
+            with_key(Job {
+                run_id: "unknown-run".into(),
+                ..job.clone()
+            }),
+            "forged: no planned job has this key (unknown run, model, dataset or shard)",
+        ),
+        // Consistent fields and key, with a fingerprint the plan does not have.
+        (
+            with_key(Job {
+                model_fingerprint: "not-the-model".into(),
+                ..job.clone()
+            }),
+            "forged: no planned job has this key (unknown run, model, dataset or shard)",
+        ),
+    ];
+    for (forged, why) in forgeries {
+        let body = serde_json::to_vec(&Message::job(forged.clone())).unwrap();
+        let (events, dead, seen) = consume_body(&store, body).await;
+        assert!(
+            matches!(events.as_slice(), [JobEvent::Rejected { reason }] if reason == why),
+            "{forged:?}: {events:?}"
+        );
+        assert_eq!(dead.len(), 1, "{dead:?}");
+        assert_eq!((dead[0].reason.as_str(), dead[0].deliveries), (why, 1));
+        assert_eq!(seen, [Observed::DeadLetter("forged")], "no model label");
+        assert_eq!(
+            job_row(&store, &job.key).await,
+            before,
+            "the real job untouched"
+        );
+    }
+}
+
+/// A job row whose fields differ from the message under the same (content) key: the
+/// store was written by something other than the planner; refused, naming the field.
+#[tokio::test]
+async fn a_message_that_differs_from_its_planned_row_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), 0).await;
+    sqlx::query("UPDATE jobs SET dataset_hash = 'tampered' WHERE job_key = ?")
+        .bind(&job.key)
+        .execute(store.inner.pool())
+        .await
+        .unwrap();
+    let events = consume_one(&job, &store, 3).await;
+    assert!(
+        matches!(events.as_slice(), [JobEvent::Rejected { reason }]
+            if reason == "forged: field dataset_hash differs from the planned job with this key"),
+        "{events:?}"
+    );
+}
+
+/// An aggregation message of a configuration that is not finished (or not planned) is
+/// refused rather than aggregated early.
+#[tokio::test]
+async fn a_forged_aggregation_message_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), 0).await;
+    for (run, model) in [("r", "m"), ("r", "unknown"), ("unknown-run", "m")] {
+        let body = serde_json::to_vec(&Message::Aggregate {
+            v: MESSAGE_VERSION,
+            run_id: run.into(),
+            model: model.into(),
+            dataset: job.dataset.clone(),
+            mode: job.mode,
+        })
+        .unwrap();
+        let (events, dead, _) = consume_body(&store, body).await;
+        let why = "forged: aggregation of a configuration that is unknown or not finished";
+        assert!(
+            matches!(events.as_slice(), [JobEvent::Rejected { reason }] if reason == why),
+            "{run}/{model}: {events:?}"
+        );
+        assert_eq!(dead.len(), 1);
+    }
+}
+
+/// A worker stopped while its job waits for an unreachable store returns the message
+/// without using a delivery: stopped five times with a delivery limit of 1, the job is
+/// still in its queue, never dead-lettered, and its next delivery is still its first.
+#[tokio::test]
+async fn a_shutdown_during_a_store_outage_returns_the_job_without_using_a_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), u32::MAX).await;
+    let queue = MemoryQueue::new(1);
+    let body = serde_json::to_vec(&Message::job(job.clone())).unwrap();
+    queue.publish("q", body).await.unwrap();
+    for restart in 0..5 {
+        let (stop, shutdown) = watch::channel(false);
+        let before = store.outage.load(Ordering::SeqCst);
+        let worker = drain(&queue, &store, 1, Arc::new(NoObserver), shutdown);
+        let stopper = async {
+            // The job is held and the store has been found unreachable.
+            while store.outage.load(Ordering::SeqCst) == before {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            stop.send(true).unwrap();
+        };
+        let (events, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(worker, stopper)
+        })
+        .await
+        .expect("the worker stops at shutdown");
+        assert!(events.is_empty(), "restart {restart}: {events:?}");
+        assert!(
+            queue.dead_letters().await.unwrap().is_empty(),
+            "restart {restart}"
+        );
+        assert_eq!(queue.depth("q"), 1, "restart {restart}");
+    }
+    queue.close();
+    let mut consumer = queue.consume("q").await.unwrap();
+    let d = consumer
+        .next()
+        .await
+        .unwrap()
+        .expect("the job is still queued");
+    assert_eq!(d.previous_deliveries(), 0);
+    d.ack().await.unwrap();
 }

@@ -1,6 +1,14 @@
 //! Consuming a RabbitMQ queue: a consumer that resubscribes (reconnecting with backoff)
 //! when its channel or connection is lost, and deliveries that are settled exactly once
 //! (an unsettled one returns to the queue when dropped).
+//!
+//! A quorum queue counts every return of a message (nack, a dropped channel) in
+//! `x-delivery-count` and dead-letters it past `x-delivery-limit`; AMQP 0.9.1 has no
+//! return that does not count. So [`Delivery::release`] publishes the message back to
+//! its queue (confirmed) and then acks the original: the copy starts with no count of
+//! its own and carries the deliveries that did count in `x-credence-previous`, which
+//! [`Delivery::previous_deliveries`] adds back. A crash between the two leaves the
+//! message twice in the queue, never nowhere; the store makes the second run a no-op.
 
 use super::{broker, RabbitQueue};
 use crate::queue::{Consumer, Delivery, QueueError};
@@ -82,7 +90,8 @@ impl Consumer for RabbitConsumer {
             };
             match stream.next().await {
                 Some(Ok(d)) => {
-                    let previous = delivery_count(d.properties.headers().as_ref());
+                    let headers = d.properties.headers().as_ref();
+                    let previous = delivery_count(headers).saturating_add(carried_count(headers));
                     return Ok(Some(Box::new(RabbitDelivery {
                         queue: self.queue.clone(),
                         physical: self.physical.clone(),
@@ -121,6 +130,18 @@ impl Drop for RabbitConsumer {
 fn delivery_count(headers: Option<&FieldTable>) -> u32 {
     headers
         .and_then(|h| h.inner().get("x-delivery-count"))
+        .and_then(as_u64)
+        .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32)
+}
+
+/// Header of a message published back by [`Delivery::release`]: the deliveries that
+/// counted before it was published back.
+const CARRIED: &str = "x-credence-previous";
+
+/// `x-credence-previous` of a released message (0 for any other).
+fn carried_count(headers: Option<&FieldTable>) -> u32 {
+    headers
+        .and_then(|h| h.inner().get(CARRIED))
         .and_then(as_u64)
         .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32)
 }
@@ -208,6 +229,29 @@ impl Delivery for RabbitDelivery {
             .ack(BasicAckOptions::default())
             .await
             .map_err(broker("ack dead-lettered"))
+    }
+
+    async fn release(mut self: Box<Self>) -> Result<(), QueueError> {
+        let Some(d) = self.delivery.take() else {
+            return Ok(());
+        };
+        let mut headers = FieldTable::default();
+        headers.insert(
+            CARRIED.into(),
+            AMQPValue::LongLongInt(i64::from(self.previous)),
+        );
+        self.queue
+            .publish_physical(
+                &self.physical,
+                std::slice::from_ref(&d.data),
+                Some(headers),
+                false,
+            )
+            .await?;
+        d.acker
+            .ack(BasicAckOptions::default())
+            .await
+            .map_err(broker("ack released"))
     }
 }
 

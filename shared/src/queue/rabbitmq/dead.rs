@@ -23,23 +23,43 @@ fn header_u64(headers: Option<&FieldTable>, name: &str) -> Option<u64> {
     as_u64(headers?.inner().get(name)?)
 }
 
+/// `count` of the first `x-death` entry: how many times the broker dead-lettered it.
+fn death_count(headers: Option<&FieldTable>) -> Option<u64> {
+    match headers?.inner().get("x-death")? {
+        AMQPValue::FieldArray(deaths) => match deaths.as_slice().first()? {
+            AMQPValue::FieldTable(death) => as_u64(death.inner().get("count")?),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Reads a dead-lettered message: the worker's own headers, else the broker's.
-fn dead_letter(d: &lapin::message::Delivery) -> DeadLetter {
+/// `delivery_limit` is the job queues' `x-delivery-limit`: a message the broker gave up
+/// on was delivered once more than that (the dead-letter copy carries no count of its
+/// own; its `x-delivery-count` counts the readings of the dead-letter queue).
+fn dead_letter(d: &lapin::message::Delivery, delivery_limit: u32) -> DeadLetter {
     let h = d.properties.headers().as_ref();
     let queue = header_str(h, "x-credence-queue")
         .or_else(|| header_str(h, "x-first-death-queue"))
         .unwrap_or_default();
-    let reason = header_str(h, "x-credence-reason").unwrap_or_else(|| {
-        match header_str(h, "x-first-death-reason").as_deref() {
+    let broker_reason = header_str(h, "x-first-death-reason");
+    let reason =
+        header_str(h, "x-credence-reason").unwrap_or_else(|| match broker_reason.as_deref() {
             Some("delivery_limit") => {
                 "delivery limit reached: its consumers kept dying or returning it".into()
             }
             Some(other) => format!("dead-lettered by the broker: {other}"),
             None => "dead-lettered (no reason recorded)".into(),
-        }
-    });
+        });
     let deliveries = header_u64(h, "x-credence-deliveries")
-        .or_else(|| header_u64(h, "x-delivery-count").map(|n| n + 1))
+        .or_else(|| {
+            (broker_reason.as_deref() == Some("delivery_limit")).then(|| {
+                // Deliveries before a release (publish-back) count too.
+                header_u64(h, "x-credence-previous").unwrap_or(0) + u64::from(delivery_limit) + 1
+            })
+        })
+        .or_else(|| death_count(h))
         .unwrap_or(0);
     DeadLetter {
         queue,
@@ -81,7 +101,7 @@ impl RabbitQueue {
                 .await
                 .map_err(broker("read dead letters"))?
             {
-                let letter = dead_letter(&got.delivery);
+                let letter = dead_letter(&got.delivery, self.inner.settings.delivery_limit);
                 if select(&letter) && !letter.queue.is_empty() {
                     self.publish_physical(
                         &letter.queue,
