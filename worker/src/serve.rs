@@ -113,6 +113,7 @@ pub(crate) async fn serve_with(
             events_tx.clone(),
             shutdown.clone(),
         );
+        let name = q.clone();
         let consuming = async move {
             let mut consumer = queue.consume(&q).await?;
             tracing::info!(queue = %q, "consuming");
@@ -129,7 +130,7 @@ pub(crate) async fn serve_with(
         tasks.spawn(async move {
             // The panic is caught here, where the queue's name is known.
             let ended = std::panic::AssertUnwindSafe(consuming).catch_unwind().await;
-            (q, ended)
+            (name, ended)
         });
     }
     drop(events_tx);
