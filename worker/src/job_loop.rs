@@ -17,7 +17,7 @@ use credence_shared::aggregation::aggregate_config;
 use credence_shared::job::{Job, Message, MESSAGE_VERSION};
 use credence_shared::observe::{JobObserver, JobOutcome, Stage};
 use credence_shared::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
-use credence_shared::store::{Attempt, ConfigRef, JobCommit, Store};
+use credence_shared::store::{Attempt, ConfigRef, JobCommit, Store, StoreError};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -224,21 +224,13 @@ async fn handle_delivery(
     let job = match decode_work(delivery.body()) {
         Ok(Work::Job(job)) => job,
         Ok(Work::Aggregate(config)) => {
-            let Some(checked) = retry_transient(shutdown.clone(), "checking a message", || async {
+            let checked = against_plan(delivery, None, store, settings, shutdown.clone(), || {
                 check::check_aggregation(store, &config)
-                    .await
-                    .map_err(JobError::from)
-            })
-            .await
-            else {
-                release(delivery).await;
-                return None;
+            });
+            let delivery = match checked.await {
+                Ok(delivery) => delivery,
+                Err(ended) => return ended,
             };
-            match checked {
-                Ok(Ok(())) => {}
-                Ok(Err(refused)) => return Some(refuse(delivery, refused, settings).await),
-                Err(e) => return Some(fail(delivery, None, store, settings, e).await),
-            }
             let Some(done) = retry_transient(shutdown, "aggregation", || async {
                 aggregate_config(store, &config)
                     .await
@@ -266,23 +258,18 @@ async fn handle_delivery(
         }
     };
     let started = std::time::Instant::now();
-    let Some(checked) = retry_transient(shutdown.clone(), "checking a message", || async {
-        check::check_job(store, &job).await.map_err(JobError::from)
-    })
-    .await
-    else {
-        release(delivery).await;
-        return None;
+    let checked = against_plan(
+        delivery,
+        Some(&job),
+        store,
+        settings,
+        shutdown.clone(),
+        || check::check_job(store, &job),
+    );
+    let delivery = match checked.await {
+        Ok(delivery) => delivery,
+        Err(ended) => return ended,
     };
-    match checked {
-        Ok(Ok(())) => {}
-        Ok(Err(refused)) => {
-            tracing::warn!(key = %key_prefix(&job.key), "refusing a job message");
-            return Some(refuse(delivery, refused, settings).await);
-        }
-        // The key is the content key of the fields, so the job named is this one.
-        Err(e) => return Some(fail(delivery, Some(job), store, settings, e).await),
-    }
     // Only a job checked against the plan names a model: metric labels stay bounded.
     settings.observer.current_model(&job.model);
     let span = tracing::info_span!("job", key = %key_prefix(&job.key), model = %job.model, dataset = %job.dataset, mode = %job.mode, shard = job.shard);
@@ -419,6 +406,43 @@ async fn publish_aggregation(job: &Job, queue: &dyn Queue) {
         Err(e) => {
             tracing::warn!(error = %e, "aggregation job not enqueued; the reaper will")
         }
+    }
+}
+
+/// Checks a message against the plan (`check`), through store outages: `Ok` gives the
+/// delivery back to be run; `Err` is its end: returned to its queue at shutdown (`None`),
+/// refused, or failed when the store kept failing for another reason.
+async fn against_plan<F, Fut>(
+    delivery: Box<dyn Delivery>,
+    job: Option<&Job>,
+    store: &dyn Store,
+    settings: &LoopSettings,
+    shutdown: watch::Receiver<bool>,
+    mut check: F,
+) -> Result<Box<dyn Delivery>, Option<JobEvent>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Result<(), check::Refused>, StoreError>>,
+{
+    let checked = retry_transient(shutdown, "checking a message", || {
+        let asked = check();
+        async move { asked.await.map_err(JobError::from) }
+    })
+    .await;
+    match checked {
+        None => {
+            release(delivery).await;
+            Err(None)
+        }
+        Some(Ok(Ok(()))) => Ok(delivery),
+        Some(Ok(Err(refused))) => {
+            if let Some(job) = job {
+                tracing::warn!(key = %key_prefix(&job.key), "refusing a job message");
+            }
+            Err(Some(refuse(delivery, refused, settings).await))
+        }
+        // A job's key is the content key of its fields, so the job named is this one.
+        Some(Err(e)) => Err(Some(fail(delivery, job.cloned(), store, settings, e).await)),
     }
 }
 
