@@ -20,6 +20,25 @@ fn smollm2() -> Option<PathBuf> {
     common::skip::skip(&format!("{} not found (run scripts/setup)", file.display()))
 }
 
+/// stderr is empty, or (when the generation stopped at its limit, as `--json` says) the
+/// one note saying so, naming the limit.
+fn assert_limit_note(out: &std::process::Output, json: &serde_json::Value, limit: u32) {
+    let err = stderr(out);
+    match json["hit_limit"].as_bool() {
+        Some(true) => {
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with(&format!(
+                    "note: the generation stopped at max_new_tokens = {limit};"
+                )),
+                "{err}"
+            );
+        }
+        Some(false) => assert!(err.is_empty(), "{err}"),
+        None => panic!("--json without hit_limit: {json}"),
+    }
+}
+
 fn write_sweep(dir: &Path, model: &Path) -> PathBuf {
     let texts = [
         "The bridge collapsed and the road was blocked.",
@@ -112,11 +131,113 @@ fn decompose_gives_the_same_completion_in_two_processes() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
-        assert!(out.stderr.is_empty(), "{}", stderr(&out));
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_limit_note(&out, &json, 200);
         json["completion"].as_str().unwrap().to_string()
     };
     let first = decompose();
     assert!(!first.trim().is_empty());
     assert_eq!(first, decompose(), "two processes, two completions");
+}
+
+/// A GGUF file of metadata only, saying `llama.block_count = 2^40` (a crafted or corrupt
+/// file: a loader that believed it would allocate a terabyte and abort).
+fn write_crafted_gguf(path: &Path) {
+    let mut b = Vec::new();
+    b.extend(b"GGUF");
+    b.extend(3u32.to_le_bytes()); // version
+    b.extend(0u64.to_le_bytes()); // tensors
+    b.extend(2u64.to_le_bytes()); // metadata entries
+    let key = |b: &mut Vec<u8>, k: &str| {
+        b.extend((k.len() as u64).to_le_bytes());
+        b.extend(k.as_bytes());
+    };
+    key(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes()); // string
+    b.extend(5u64.to_le_bytes());
+    b.extend(b"llama");
+    key(&mut b, "llama.block_count");
+    b.extend(10u32.to_le_bytes()); // u64
+    b.extend((1u64 << 40).to_le_bytes());
+    std::fs::write(path, b).unwrap();
+}
+
+/// The embedded engine loads every model before it touches the store: a model file that
+/// fails its load's checks stops the run at once with one line naming the file and the
+/// field, and no results database is created. (The distributed worker's answer, a job
+/// dead-lettered once while the worker goes on: `distributed::faults`.)
+#[test]
+fn a_crafted_model_file_stops_an_embedded_run_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.gguf");
+    write_crafted_gguf(&bad);
+    std::fs::write(
+        dir.path().join("d.jsonl"),
+        "{\"id\":\"e0\",\"text\":\"Rain fell.\",\"references\":[\"Rain fell.\"]}\n",
+    )
+    .unwrap();
+    let sweep = dir.path().join("s.toml");
+    std::fs::write(
+        &sweep,
+        "[sweep]\nname = \"crafted\"\nmodes = [\"base\"]\n\n\
+         [[models]]\nname = \"split\"\nbackend = \"sentence-split\"\n\n\
+         [[models]]\nname = \"bad\"\nbackend = \"gguf\"\npath = \"bad.gguf\"\n\n\
+         [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .env("RUST_LOG", "off")
+        .args([
+            "run",
+            sweep.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: loading model bad: {}: GGUF metadata has no tokenizer.ggml.tokens",
+            bad.display()
+        )
+    );
+    assert!(!db.exists(), "the store was touched");
+}
+
+/// The small preset decodes at most its own 256 tokens, not the paper's 4096 (SmolLM2
+/// repeats itself to any limit: about 3 minutes here at 4096), and says when it stopped
+/// there.
+#[test]
+fn decompose_with_a_small_preset_stops_at_its_own_limit() {
+    if smollm2().is_none() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .env("RUST_LOG", "warn")
+        .args([
+            "decompose",
+            "The council approved the budget, but the opposition voted against it.",
+        ])
+        .args(["--model", "smollm2-135m-instruct", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_limit_note(&out, &json, 256);
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .args(["decompose", "x", "--model", "smollm2-135m-instruct"])
+        .args(["--max-new-tokens", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--max-new-tokens"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -153,6 +153,8 @@ pub struct LlmRequest {
     pub seconds: f64,
     /// Tries that failed before this one succeeded.
     pub retries: u64,
+    /// Whether the generation stopped at its token limit instead of ending by itself.
+    pub hit_limit: bool,
 }
 
 /// Where the job path reports what it did. Every method has a no-op default, so a new

@@ -155,9 +155,16 @@ pub struct LocalPreset {
     pub dtype: Option<&'static str>,
     /// Default device.
     pub device: &'static str,
+    /// Default generation limit: the paper's 4,096 for the paper's models; 256 for the
+    /// small ones, which repeat themselves to any limit (SmolLM2 took about 3 minutes on
+    /// 4,096 tokens for one sentence on a CPU), while a decomposition is a few dozen tokens.
+    pub max_new_tokens: u32,
     /// What it is.
     pub doc: &'static str,
 }
+
+/// The paper's generation limit (PAPER.md, decoding), a model's default.
+pub const PAPER_MAX_NEW_TOKENS: u32 = 4096;
 
 /// The local-model presets: the paper's three local models and the two that
 /// `scripts/setup` fetches.
@@ -168,6 +175,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         file: "Phi-3-mini-128k-instruct",
         dtype: Some("bf16"),
         device: "cuda",
+        max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Phi-3-mini-128k-instruct, bf16 (the paper's), a Hugging Face folder",
     },
     LocalPreset {
@@ -176,6 +184,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         file: "Qwen3-8B",
         dtype: Some("bf16"),
         device: "cuda",
+        max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Qwen3-8B, bf16, thinking off (the paper's), a Hugging Face folder",
     },
     LocalPreset {
@@ -184,6 +193,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         file: "gemma-3-12b-it-Q4_K_M.gguf",
         dtype: None,
         device: "cuda",
+        max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Gemma-3-12b-it, Q4_K_M GGUF in place of the paper's bitsandbytes NF4",
     },
     LocalPreset {
@@ -192,6 +202,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         file: "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
         dtype: None,
         device: "cpu",
+        max_new_tokens: 256,
         doc: "SmolLM2-135M-Instruct, Q4_1 GGUF (fetched by scripts/setup; a weak decomposer)",
     },
     LocalPreset {
@@ -200,6 +211,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         file: "gemma-3-270m/gemma-3-270m-q4_k_m.gguf",
         dtype: None,
         device: "cpu",
+        max_new_tokens: 256,
         doc: "Gemma-3-270m base, Q4_K_M GGUF (fetched by scripts/setup; no chat template)",
     },
 ];
@@ -293,6 +305,25 @@ pub struct ModelSpec {
     pub dtype: Option<String>,
     /// `cpu` or `cuda[:N]`.
     pub device: String,
+    /// Longest one generation of a local model may take, in seconds (default
+    /// [`DEFAULT_GENERATION_TIMEOUT_S`]); past it that example fails with the reason.
+    /// Not part of any key: it decides whether a generation finishes, never what it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_timeout_s: Option<u32>,
+}
+
+/// A local model's per-generation time limit when the sweep gives none: half an hour,
+/// several times what 4,096 tokens of an 8B model take in a full batch on one GPU.
+pub const DEFAULT_GENERATION_TIMEOUT_S: u32 = 1800;
+
+impl ModelSpec {
+    /// The per-generation time limit of a local model.
+    pub fn generation_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(
+            self.generation_timeout_s
+                .unwrap_or(DEFAULT_GENERATION_TIMEOUT_S),
+        ))
+    }
 }
 
 /// The sentence encoder for Semantic-F1, redundancy and entity responsibility.
@@ -492,6 +523,7 @@ struct RawModel {
     max_concurrency: Option<Spanned<i64>>,
     prompt: Option<Spanned<String>>,
     max_new_tokens: Option<Spanned<i64>>,
+    generation_timeout_s: Option<Spanned<i64>>,
     dtype: Option<Spanned<String>>,
     device: Option<Spanned<String>>,
 }
@@ -862,6 +894,9 @@ impl Validator<'_> {
         if m.device.is_none() {
             m.device = Some(at(local.device));
         }
+        if m.max_new_tokens.is_none() {
+            m.max_new_tokens = Some(Spanned::new(span.clone(), i64::from(local.max_new_tokens)));
+        }
         m.preset = None;
         Ok(())
     }
@@ -1020,6 +1055,25 @@ impl Validator<'_> {
                 }
             }
         }
+        if !matches!(
+            backend,
+            ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. }
+        ) {
+            if let Some(v) = &m.generation_timeout_s {
+                return Err(self.err(
+                    v.span(),
+                    format!(
+                        "field \"generation_timeout_s\" only applies to local models \
+                         (gguf, safetensors), not {:?}",
+                        backend_name.get_ref()
+                    ),
+                ));
+            }
+        }
+        let generation_timeout_s = match &m.generation_timeout_s {
+            Some(n) => Some(self.positive(n, "generation_timeout_s", 7 * 86_400)?),
+            None => None,
+        };
         if backend_name.get_ref() != "openai" {
             for (field, value) in [
                 ("request_timeout_s", &m.request_timeout_s),
@@ -1050,7 +1104,7 @@ impl Validator<'_> {
             },
         };
         let max_new_tokens = match &m.max_new_tokens {
-            None => 4096,
+            None => PAPER_MAX_NEW_TOKENS,
             Some(n) => self.positive(n, "max_new_tokens", 131_072)?,
         };
         if let Some(d) = &m.dtype {
@@ -1086,6 +1140,7 @@ impl Validator<'_> {
                 max_new_tokens,
                 dtype: m.dtype.map(Spanned::into_inner),
                 device,
+                generation_timeout_s,
             },
             name.span(),
         ))

@@ -114,6 +114,8 @@ pub struct JobFamilies {
     pub llm_request_seconds: HistogramVec,
     /// LLM request retries, by model.
     pub llm_retries: IntCounterVec,
+    /// LLM generations that stopped at `max_new_tokens`, by model.
+    pub llm_at_limit: IntCounterVec,
     /// Cache hits, by cache.
     pub cache_hits: IntCounterVec,
     /// Cache misses, by cache.
@@ -208,6 +210,11 @@ impl JobFamilies {
                 "LLM requests tried again",
                 &["model"],
             )?,
+            llm_at_limit: counter(
+                "credence_llm_generations_at_limit_total",
+                "LLM generations that stopped at max_new_tokens (possibly cut off)",
+                &["model"],
+            )?,
             cache_hits: counter(
                 "credence_cache_hits_total",
                 "Cache lookups answered",
@@ -260,6 +267,10 @@ impl JobObserver for JobFamilies {
         self.llm_retries
             .with_label_values(&[model])
             .inc_by(request.retries);
+        let at_limit = self.llm_at_limit.with_label_values(&[model]);
+        if request.hit_limit {
+            at_limit.inc();
+        }
     }
     fn cache(&self, cache: CacheKind, hits: u64, misses: u64) {
         self.cache_hits
@@ -468,6 +479,7 @@ mod tests {
                 generated_tokens: 40,
                 seconds: 0.8,
                 retries: 1,
+                hit_limit: true,
             },
         );
         seam.cache(CacheKind::Generation, 2, 1);
@@ -482,6 +494,7 @@ mod tests {
             r#"credence_llm_generated_tokens_total{model="oracle"} 40"#,
             r#"credence_llm_request_seconds_count{model="oracle"} 1"#,
             r#"credence_llm_retries_total{model="oracle"} 1"#,
+            r#"credence_llm_generations_at_limit_total{model="oracle"} 1"#,
             r#"credence_cache_hits_total{cache="generation"} 2"#,
             r#"credence_cache_misses_total{cache="embedding"} 3"#,
             r#"credence_dead_letters_total{reason="failed"} 1"#,

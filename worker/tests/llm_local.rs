@@ -35,6 +35,7 @@ fn settings(path: &Path) -> LocalSettings {
         device: "cpu".into(),
         max_new_tokens: 512,
         max_batch: 4,
+        generation_timeout: std::time::Duration::from_secs(600),
     }
 }
 

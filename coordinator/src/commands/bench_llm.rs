@@ -59,6 +59,8 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         device: args.device.clone(),
         max_new_tokens: args.max_tokens,
         max_batch,
+        // A benchmark measures; it never gives up on a generation.
+        generation_timeout: std::time::Duration::MAX,
     };
     let load_started = Instant::now();
     let backend = LocalBackend::load(&settings)

@@ -44,9 +44,10 @@ pub struct DecomposeArgs {
     /// Environment variable holding the API key, overriding the preset's.
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
-    /// Generation limit.
-    #[arg(long, default_value_t = 4096)]
-    max_new_tokens: u32,
+    /// Generation limit [default: the sweep model's or the preset's: 4096, the paper's;
+    /// 256 for the small presets smollm2-135m-instruct and gemma-3-270m].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=131_072))]
+    max_new_tokens: Option<u32>,
     /// Run the whole pipeline in this mode (base, repair, self_repair, all): verify the
     /// base claims and repair them as the mode does; prints the final claims and what
     /// each tier did. Loads the parser (and the encoder, unless --no-encoder).
@@ -64,7 +65,7 @@ pub struct DecomposeArgs {
     /// With --mode: no encoder (no repetition check; verify_ok undecided).
     #[arg(long, requires = "mode")]
     no_encoder: bool,
-    /// Print `{"model", "fingerprint", "prompt", "completion", "claims", "parse_failed"}`
+    /// Print `{"model", "fingerprint", "prompt", "completion", "claims", "parse_failed", "hit_limit"}`
     /// (with --mode also `mode`, `base_claims`, `pipeline_version`, `trace`, `verifier`).
     #[arg(long)]
     json: bool,
@@ -109,7 +110,14 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
         "completion": out.completion,
         "claims": out.claims,
         "parse_failed": out.parse_failed,
+        "hit_limit": out.hit_limit,
     });
+    if out.hit_limit {
+        eprintln!(
+            "note: the generation stopped at max_new_tokens = {}; the answer may be cut off (--max-new-tokens raises it)",
+            spec.max_new_tokens
+        );
+    }
     if let Some(mode) = args.mode {
         let scorer = load_scorer(args.sweep.as_deref(), &args.encoder, args.no_encoder)?;
         let example = one_example("sentence", &args.sentence);
@@ -264,9 +272,11 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
             name: args.model.clone(),
             backend,
             prompt: PromptKind::Credence,
-            max_new_tokens: args.max_new_tokens,
+            max_new_tokens: sweep::local_preset(&args.model)
+                .map_or(sweep::PAPER_MAX_NEW_TOKENS, |p| p.max_new_tokens),
             dtype,
             device,
+            generation_timeout_s: None,
         }
     };
     if let Some(p) = args.prompt {
@@ -275,8 +285,8 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
             PromptArg::Factscore => PromptKind::Factscore,
         };
     }
-    if args.sweep.is_none() || args.max_new_tokens != 4096 {
-        spec.max_new_tokens = args.max_new_tokens;
+    if let Some(n) = args.max_new_tokens {
+        spec.max_new_tokens = n;
     }
     match &mut spec.backend {
         ModelBackend::Openai {

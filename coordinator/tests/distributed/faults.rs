@@ -307,3 +307,73 @@ fn worker_restarts_during_a_database_outage_dead_letter_nothing() {
     let dead = c.ok(&["dlq", "list"]);
     assert!(dead.trim().is_empty(), "dead letters: {dead}");
 }
+
+/// A GGUF file of metadata only (no tokenizer, a claimed 2^40 blocks): what a crafted or
+/// truncated download looks like to the loader.
+fn write_crafted_gguf(path: &std::path::Path) {
+    let mut b = Vec::new();
+    b.extend(b"GGUF");
+    b.extend(3u32.to_le_bytes()); // version
+    b.extend(0u64.to_le_bytes()); // tensors
+    b.extend(2u64.to_le_bytes()); // metadata entries
+    let key = |b: &mut Vec<u8>, k: &str| {
+        b.extend((k.len() as u64).to_le_bytes());
+        b.extend(k.as_bytes());
+    };
+    key(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes()); // string
+    b.extend(5u64.to_le_bytes());
+    b.extend(b"llama");
+    key(&mut b, "llama.block_count");
+    b.extend(10u32.to_le_bytes()); // u64
+    b.extend((1u64 << 40).to_le_bytes());
+    std::fs::write(path, b).expect("the crafted model");
+}
+
+/// A model file that fails its load's checks: its job fails with one line naming the
+/// file and the field, is dead-lettered once after the delivery limit (not once per
+/// worker that tried it), and both workers go on serving the other model's job and stop
+/// cleanly afterwards.
+#[test]
+fn a_crafted_model_file_is_dead_lettered_once_and_the_workers_go_on() {
+    let Some(mut c) = Cluster::new("crafted model file", false) else {
+        return;
+    };
+    let bad = c.dir.path().join("bad.gguf");
+    write_crafted_gguf(&bad);
+    let sweep = one_job_sweep(&c, "crafted");
+    let text = std::fs::read_to_string(&sweep).expect("sweep");
+    std::fs::write(
+        &sweep,
+        text.replace(
+            "[[datasets]]",
+            "[[models]]\nname = \"bad\"\nbackend = \"gguf\"\npath = \"bad.gguf\"\n\n[[datasets]]",
+        ),
+    )
+    .expect("sweep");
+    c.models = vec!["sentence-split".into(), "bad".into()];
+    let workers = [c.spawn_worker(&[]), c.spawn_worker(&[])];
+    c.ok(&["sweep", "launch", &sweep]);
+    c.wait_settled("crafted", Duration::from_secs(90));
+    assert_eq!(
+        c.sql("SELECT string_agg(model || ':' || state || ':' || attempts, ' ' ORDER BY model) FROM jobs"),
+        "bad:failed:3 sentence-split:done:1"
+    );
+    let reason = format!(
+        "{}: GGUF metadata has no tokenizer.ggml.tokens",
+        bad.display()
+    );
+    let error = c.sql("SELECT error FROM jobs WHERE model = 'bad'");
+    assert!(error.contains(&reason), "{error}");
+    let dead = c.ok(&["dlq", "list"]);
+    let lines: Vec<&str> = dead.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one dead letter: {dead}");
+    assert!(
+        lines[0].contains("3 deliveries") && lines[0].contains(&reason),
+        "{dead}"
+    );
+    for i in workers {
+        let status = c.sigterm(i, Duration::from_secs(30));
+        assert!(status.success(), "worker {i}: {}", c.worker_log(i));
+    }
+}

@@ -587,6 +587,11 @@ fn check_worker_families(text: &str) {
     );
     // A local model is never retried: served, at 0.
     served("credence_llm_retries_total", &[r#"model="smollm2""#]);
+    // Served from the model's first request (the count depends on what SmolLM2 writes).
+    served(
+        "credence_llm_generations_at_limit_total",
+        &[r#"model="smollm2""#],
+    );
     for cache in ["generation", "embedding"] {
         // The four modes of an example share its base generation and its claims'
         // embeddings: the first job misses, the others hit.

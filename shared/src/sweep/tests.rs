@@ -349,6 +349,13 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
         }
     );
     assert_eq!((m.dtype.as_deref(), m.device.as_str()), (None, "cuda:1"));
+    // A small preset's own generation limit; the paper's for the paper's models; the
+    // model's own wins.
+    assert_eq!(m.max_new_tokens, 256);
+    let paper = parse_str(&sweep("preset = \"qwen3-8b\"")).unwrap();
+    assert_eq!(paper.models[0].max_new_tokens, PAPER_MAX_NEW_TOKENS);
+    let mine = parse_str(&sweep("preset = \"gemma-3-270m\"\nmax_new_tokens = 1000")).unwrap();
+    assert_eq!(mine.models[0].max_new_tokens, 1000);
 
     let e = err(&sweep("preset = \"gemma-3-270m\"\nbackend = \"openai\""));
     assert!(e.contains("preset \"gemma-3-270m\" is a gguf model"), "{e}");
@@ -413,4 +420,57 @@ fn the_models_folder_is_the_variable_or_the_checkouts() {
         models_dir_with(Some("weights".into()), &checkout),
         std::env::current_dir().unwrap().join("weights")
     );
+}
+
+#[test]
+fn a_local_models_generation_time_limit_is_checked_and_defaults_generously() {
+    let sweep = |model: &str| {
+        format!(
+            "[sweep]\nname = \"p\"\n[[models]]\nname = \"m\"\n{model}\n\
+             [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n"
+        )
+    };
+    let spec = parse_str(&sweep("preset = \"gemma-3-270m\"")).unwrap();
+    assert_eq!(spec.models[0].generation_timeout_s, None);
+    assert_eq!(
+        spec.models[0].generation_timeout(),
+        std::time::Duration::from_secs(u64::from(DEFAULT_GENERATION_TIMEOUT_S))
+    );
+    let spec = parse_str(&sweep(
+        "preset = \"gemma-3-270m\"\ngeneration_timeout_s = 90",
+    ))
+    .unwrap();
+    assert_eq!(
+        spec.models[0].generation_timeout(),
+        std::time::Duration::from_secs(90)
+    );
+    // Unset, it is left out of the stored sweep (and so of every key made from it).
+    let json =
+        serde_json::to_string(&parse_str(&sweep("backend = \"sentence-split\"")).unwrap()).unwrap();
+    assert!(!json.contains("generation_timeout_s"), "{json}");
+    let e = err(&sweep(
+        "preset = \"gemma-3-270m\"\ngeneration_timeout_s = 0",
+    ));
+    assert!(
+        e.contains("sweeps/x.toml:6:") && e.contains("generation_timeout_s must be between 1"),
+        "{e}"
+    );
+    let e = err(&sweep(
+        "backend = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\napi_model = \"x\"\ngeneration_timeout_s = 60",
+    ));
+    assert!(e.contains("only applies to local models"), "{e}");
+}
+
+/// The JSON the store keeps gives back the sweep to the last bit: a threshold one ulp
+/// off would be another verifier (found by the sweep parser's fuzzing).
+#[test]
+fn a_sweep_survives_its_json_round_trip_to_the_last_bit() {
+    let text = GOOD.replace("tau_dup = 0.92", "tau_dup = 0.9184467440737095");
+    let spec = parse_str(&text).unwrap();
+    assert_eq!(
+        spec.verifier.tau_dup.to_bits(),
+        0.9184467440737095f64.to_bits()
+    );
+    let back: SweepSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+    assert_eq!(back, spec);
 }

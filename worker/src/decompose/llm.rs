@@ -86,6 +86,7 @@ impl Decomposer for LlmDecomposer {
             completion: Some(generated.text),
             parse_failed: Some(parsed.parse_failed),
             model_seconds: Some(generated.seconds),
+            hit_limit: generated.hit_limit,
         })
     }
 }

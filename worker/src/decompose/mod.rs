@@ -80,6 +80,9 @@ pub struct Decomposition {
     /// answer came from the cache (what it cost then). A baseline leaves it `None`, and
     /// [`crate::handler::decompose_shard`] fills in the call's own time.
     pub model_seconds: Option<f64>,
+    /// Whether a fresh generation stopped at `max_new_tokens` (the answer may be cut
+    /// off); false for the baselines and for an answer from the cache.
+    pub hit_limit: bool,
 }
 
 /// What a decomposition may use besides the sentence: the generation cache (the
@@ -184,6 +187,7 @@ pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
         device: spec.device.clone(),
         max_new_tokens: spec.max_new_tokens,
         max_batch: local::default_max_batch(&spec.device),
+        generation_timeout: spec.generation_timeout(),
     }
 }
 

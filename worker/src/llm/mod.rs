@@ -83,6 +83,9 @@ pub struct Completion {
     pub elapsed: Duration,
     /// Attempts that failed before this answer (a remote backend's retries).
     pub retries: u32,
+    /// Whether the generation stopped at `max_new_tokens` rather than ending by itself
+    /// (the answer may be cut off; a small model that repeats itself ends this way).
+    pub hit_limit: bool,
 }
 
 /// A generation that failed.
@@ -118,6 +121,15 @@ pub enum GenerateError {
         /// The status and the server's message.
         message: String,
     },
+    /// The generation ran past its time limit (`generation_timeout_s`): recorded as this
+    /// example's error, since the same prompt would run as long again.
+    #[error("{endpoint}: {message}")]
+    TimeLimit {
+        /// Where.
+        endpoint: String,
+        /// The limit and how far the generation got.
+        message: String,
+    },
 }
 
 /// Something that answers chat requests: an HTTP endpoint or a local model.
@@ -149,7 +161,7 @@ impl GenerateError {
     /// misconfigured), which fails the job so that it runs again later.
     pub fn is_example_error(&self) -> bool {
         match self {
-            GenerateError::Malformed { .. } => true,
+            GenerateError::Malformed { .. } | GenerateError::TimeLimit { .. } => true,
             GenerateError::Rejected { status, .. } => matches!(status, 400 | 413 | 422),
             GenerateError::Unavailable { .. } => false,
         }

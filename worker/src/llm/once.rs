@@ -46,6 +46,9 @@ pub struct Generated {
     pub seconds: f64,
     /// Attempts that failed before a fresh generation succeeded.
     pub retries: u32,
+    /// Whether a fresh generation stopped at `max_new_tokens` (false from the cache:
+    /// the generation that filled it was counted then).
+    pub hit_limit: bool,
 }
 
 impl Generated {
@@ -56,6 +59,7 @@ impl Generated {
             usage: TokenUsage::default(),
             seconds: hit.seconds.unwrap_or(0.0),
             retries: 0,
+            hit_limit: false,
         }
     }
 
@@ -74,6 +78,7 @@ impl Generated {
                 generated_tokens: self.usage.completion_tokens.map_or(0, u64::from),
                 seconds: self.seconds,
                 retries: u64::from(self.retries),
+                hit_limit: self.hit_limit,
             },
         );
     }
@@ -186,6 +191,12 @@ impl GenerateOnce {
                     renew,
                 )
                 .await;
+                // A NUL cannot be stored by PostgreSQL (text or jsonb) and would fail every
+                // write of the example in that engine only: both engines store U+FFFD.
+                let generated = generated.map(|mut c| {
+                    c.text = storable(c.text);
+                    c
+                });
                 let stored = match &generated {
                     Ok(c) => {
                         let usage = TokenUsage {
@@ -212,6 +223,7 @@ impl GenerateOnce {
                     usage,
                     seconds: completion.elapsed.as_secs_f64(),
                     retries: completion.retries,
+                    hit_limit: completion.hit_limit,
                 });
             }
             // Another worker is generating it: look again soon.
@@ -234,6 +246,21 @@ impl GenerateOnce {
         if Arc::strong_count(&gate) == 2 {
             gates.remove(key);
         }
+    }
+}
+
+/// `text` as both stores keep it: each NUL (which PostgreSQL refuses in text and jsonb)
+/// becomes U+FFFD, the replacement character.
+///
+/// ```
+/// use credence_worker::llm::once::storable;
+/// assert_eq!(storable("a\0b".into()), "a\u{fffd}b");
+/// ```
+pub fn storable(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{fffd}")
+    } else {
+        text
     }
 }
 

@@ -310,6 +310,7 @@ impl Generator for OpenAiBackend {
                         completion_tokens: answer.completion_tokens,
                         elapsed: started.elapsed(),
                         retries: attempt,
+                        hit_limit: answer.hit_limit,
                     });
                 }
                 Attempt::Rejected { status, message } => {
@@ -373,6 +374,8 @@ struct Answer {
     text: String,
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
+    /// `finish_reason` was `length`: the server stopped at `max_tokens`.
+    hit_limit: bool,
 }
 
 #[derive(Deserialize)]
@@ -385,6 +388,8 @@ struct ChatResponse {
 #[derive(Deserialize)]
 struct Choice {
     message: Option<Message>,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -402,14 +407,13 @@ struct Usage {
 fn parse_answer(body: &str, redactor: &Redactor) -> Result<Answer, String> {
     let parsed: ChatResponse = serde_json::from_str(body)
         .map_err(|e| format!("malformed answer ({e}): {}", redactor.excerpt(body)))?;
-    let content = parsed
+    let choice = parsed
         .choices
         .into_iter()
         .next()
-        .ok_or_else(|| format!("answer without choices: {}", redactor.excerpt(body)))?
-        .message
-        .and_then(|m| m.content)
-        .unwrap_or_default();
+        .ok_or_else(|| format!("answer without choices: {}", redactor.excerpt(body)))?;
+    let hit_limit = choice.finish_reason.as_deref() == Some("length");
+    let content = choice.message.and_then(|m| m.content).unwrap_or_default();
     if content.trim().is_empty() {
         return Err("answer with empty content".into());
     }
@@ -418,6 +422,7 @@ fn parse_answer(body: &str, redactor: &Redactor) -> Result<Answer, String> {
         text: content,
         prompt_tokens: usage.as_ref().and_then(|u| u.prompt_tokens),
         completion_tokens: usage.as_ref().and_then(|u| u.completion_tokens),
+        hit_limit,
     })
 }
 
@@ -492,6 +497,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_answer_cut_at_the_servers_token_limit_says_so() {
+        let r = Redactor::default();
+        let body = |reason: &str| {
+            format!(r#"{{"choices":[{{"message":{{"content":"A."}},"finish_reason":{reason}}}]}}"#)
+        };
+        assert!(parse_answer(&body(r#""length""#), &r).unwrap().hit_limit);
+        assert!(!parse_answer(&body(r#""stop""#), &r).unwrap().hit_limit);
+        assert!(!parse_answer(&body("null"), &r).unwrap().hit_limit);
+    }
+
+    #[test]
     fn answers_are_parsed_or_refused() {
         let r = Redactor::default();
         let ok = r#"{"choices":[{"message":{"role":"assistant","content":"A.\nB."}}],
@@ -501,7 +517,8 @@ mod tests {
             Answer {
                 text: "A.\nB.".into(),
                 prompt_tokens: Some(12),
-                completion_tokens: Some(4)
+                completion_tokens: Some(4),
+                hit_limit: false,
             }
         );
         assert!(parse_answer("{not json", &r)

@@ -521,6 +521,7 @@ pub fn settings_on(
         device: device.into(),
         max_new_tokens,
         max_batch: 4,
+        generation_timeout: std::time::Duration::from_secs(600),
     }
 }
 

@@ -6,6 +6,11 @@
 use super::super::{ChatMessage, Role};
 use minijinja::{context, Environment, Error, ErrorKind};
 
+/// Most instructions one rendering may run: a real template renders a chat in a few
+/// thousand, a hostile or broken one that loops (`{% for i in range(10**9) %}`) stops with
+/// an error instead of holding the model's thread forever.
+pub const TEMPLATE_FUEL: u64 = 10_000_000;
+
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
@@ -17,6 +22,7 @@ impl ChatTemplate {
     /// Compiles `source`; `bos` and `eos` are the texts of the model's BOS and EOS tokens.
     pub fn new(source: &str, bos: &str, eos: &str) -> Result<Self, String> {
         let mut env = Environment::new();
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function(
             "raise_exception",
@@ -71,4 +77,40 @@ pub fn plain(messages: &[ChatMessage]) -> String {
         out.push_str("\n\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_renders_the_chat() {
+        let t = ChatTemplate::new(
+            "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\
+             {% if add_generation_prompt %}<assistant>{% endif %}",
+            "<s>",
+            "</s>",
+        )
+        .unwrap();
+        let out = t
+            .render(&[ChatMessage::system("Split."), ChatMessage::user("A and B.")])
+            .unwrap();
+        assert_eq!(out, "<system>Split.<user>A and B.<assistant>");
+    }
+
+    #[test]
+    fn a_looping_template_runs_out_of_fuel_instead_of_hanging() {
+        // A billion iterations (nested so no one range is large): minutes of work at
+        // least, without the limit.
+        let t = ChatTemplate::new(
+            "{% for i in range(100000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}",
+            "",
+            "",
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let err = t.render(&[ChatMessage::user("x")]).unwrap_err();
+        assert!(err.contains("fuel"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    }
 }

@@ -33,7 +33,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokenizer::Tokenizer;
 use weights::{LoadError, Meta, Source};
 
@@ -66,6 +66,8 @@ pub struct LocalSettings {
     pub max_new_tokens: u32,
     /// Most sequences decoded together.
     pub max_batch: usize,
+    /// Longest one generation may take (`generation_timeout_s`).
+    pub generation_timeout: Duration,
 }
 
 /// Most sequences in one decode batch when the sweep does not say: enough to read each
@@ -475,6 +477,7 @@ pub struct LocalBackend {
     fingerprint: String,
     endpoint: String,
     max_batch: usize,
+    time_limit: Duration,
 }
 
 impl LocalBackend {
@@ -487,6 +490,7 @@ impl LocalBackend {
             fingerprint,
             endpoint: settings.path.display().to_string(),
             max_batch: settings.max_batch,
+            time_limit: settings.generation_timeout,
         })
     }
 
@@ -504,6 +508,7 @@ impl LocalBackend {
                 messages: messages.to_vec(),
                 max_new_tokens: max_new_tokens as usize,
                 ignore_eos,
+                time_limit: self.time_limit,
                 reply,
             })
             .map_err(|message| GenerateError::Unavailable {
@@ -541,6 +546,7 @@ impl Generator for LocalBackend {
             completion_tokens: Some(g.ids.len() as u32),
             elapsed: started.elapsed(),
             retries: 0,
+            hit_limit: g.finish == engine::Finish::Length,
         })
     }
 }
