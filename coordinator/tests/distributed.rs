@@ -3,6 +3,8 @@
 //! Each test has a database and queue namespace of its own; the tests that stop a
 //! server (in `faults`) run alone and always restart it.
 
+#[path = "common/crafted.rs"]
+mod crafted;
 #[path = "distributed/faults.rs"]
 mod faults;
 #[path = "distributed/observability.rs"]
@@ -12,6 +14,25 @@ mod support;
 
 use std::time::{Duration, Instant};
 use support::{workspace, Cluster};
+
+/// The fenced ```sql blocks of a Markdown file, in order.
+fn sql_blocks(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut blocks = Vec::new();
+    let mut open: Option<String> = None;
+    for line in text.lines() {
+        match (&mut open, line.trim_start()) {
+            (None, l) if l.starts_with("```sql") => open = Some(String::new()),
+            (Some(_), l) if l.starts_with("```") => blocks.extend(open.take()),
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
 
 fn baselines() -> String {
     workspace()
@@ -100,6 +121,17 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
         stats,
         "distributed aggregates or comparisons differ from the embedded engine's"
     );
+
+    // Every query of docs/QUERIES.md runs on this run (as `baselines` rather than
+    // `demo`), and the first gives the paper's table: one row per model x mode.
+    let blocks = sql_blocks(&workspace().join("docs/QUERIES.md"));
+    assert!(blocks.len() >= 14, "{} SQL blocks", blocks.len());
+    for (i, block) in blocks.iter().enumerate() {
+        let rows = c.sql(&block.replace("'demo'", "'baselines'"));
+        if i == 0 {
+            assert_eq!(rows.lines().count(), 8, "the paper's table:\n{rows}");
+        }
+    }
 
     // Exactly one aggregation job per model x dataset x mode, decided in the store.
     assert_eq!(

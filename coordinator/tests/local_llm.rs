@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::crafted::write_crafted_gguf;
 use common::{sql, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,28 +139,6 @@ fn decompose_gives_the_same_completion_in_two_processes() {
     let first = decompose();
     assert!(!first.trim().is_empty());
     assert_eq!(first, decompose(), "two processes, two completions");
-}
-
-/// A GGUF file of metadata only, saying `llama.block_count = 2^40` (a crafted or corrupt
-/// file: a loader that believed it would allocate a terabyte and abort).
-fn write_crafted_gguf(path: &Path) {
-    let mut b = Vec::new();
-    b.extend(b"GGUF");
-    b.extend(3u32.to_le_bytes()); // version
-    b.extend(0u64.to_le_bytes()); // tensors
-    b.extend(2u64.to_le_bytes()); // metadata entries
-    let key = |b: &mut Vec<u8>, k: &str| {
-        b.extend((k.len() as u64).to_le_bytes());
-        b.extend(k.as_bytes());
-    };
-    key(&mut b, "general.architecture");
-    b.extend(8u32.to_le_bytes()); // string
-    b.extend(5u64.to_le_bytes());
-    b.extend(b"llama");
-    key(&mut b, "llama.block_count");
-    b.extend(10u32.to_le_bytes()); // u64
-    b.extend((1u64 << 40).to_le_bytes());
-    std::fs::write(path, b).unwrap();
 }
 
 /// The embedded engine loads every model before it touches the store: a model file that

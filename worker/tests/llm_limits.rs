@@ -15,8 +15,7 @@ use credence_shared::cache::GenerationCache;
 use credence_shared::store::postgres::PgStore;
 use credence_shared::store::sqlite::SqliteStore;
 use credence_worker::llm::local::LocalBackend;
-use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
-use credence_worker::llm::retry::RetryPolicy;
+use credence_worker::llm::openai::OpenAiBackend;
 use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, GenerateOnce, Generator};
 use llm_server::{LlmServer, Reply};
 use std::sync::Arc;
@@ -103,24 +102,6 @@ async fn a_local_generation_that_stops_at_its_limit_says_so() {
     assert!(short.hit_limit);
 }
 
-fn openai_settings(server: &LlmServer) -> OpenAiSettings {
-    OpenAiSettings {
-        base_url: server.base_url(),
-        api_model: "test-model".into(),
-        api_key_env: None,
-        max_new_tokens: 256,
-        request_timeout: Duration::from_secs(5),
-        max_concurrency: 4,
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(100),
-            max_retry_after: Duration::from_secs(5),
-        },
-        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-    }
-}
-
 /// An answer with a NUL in its content, cut off at the server's token limit.
 fn nul_answer() -> Reply {
     Reply::Raw(
@@ -135,7 +116,7 @@ fn nul_answer() -> Reply {
 
 async fn generate_through(cache: &dyn GenerationCache, server: &LlmServer) -> (String, bool) {
     let backend: Arc<dyn Generator> =
-        Arc::new(OpenAiBackend::new(&openai_settings(server)).unwrap());
+        Arc::new(OpenAiBackend::new(&llm_server::settings(server)).unwrap());
     let once = GenerateOnce::new(backend);
     let request = ChatRequest {
         messages: chat(),

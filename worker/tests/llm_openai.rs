@@ -14,30 +14,11 @@ use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::PromptKind;
 use credence_worker::decompose::{DecomposeContext, Decomposer, LlmDecomposer};
 use credence_worker::handler::decompose_shard;
-use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
-use credence_worker::llm::retry::RetryPolicy;
+use credence_worker::llm::openai::OpenAiBackend;
 use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, GenerateOnce, Generator};
-use llm_server::{completion_body, LlmServer, Reply};
+use llm_server::{completion_body, settings, LlmServer, Reply};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn settings(server: &LlmServer) -> OpenAiSettings {
-    OpenAiSettings {
-        base_url: server.base_url(),
-        api_model: "test-model".into(),
-        api_key_env: None,
-        max_new_tokens: 256,
-        request_timeout: Duration::from_secs(5),
-        max_concurrency: 64,
-        retry: RetryPolicy {
-            max_attempts: 4,
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(100),
-            max_retry_after: Duration::from_secs(5),
-        },
-        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-    }
-}
 
 fn request(text: &str) -> ChatRequest {
     ChatRequest {
@@ -63,6 +44,49 @@ async fn a_correct_answer_is_returned_with_its_usage() {
     assert_eq!(body["max_tokens"], 64);
     assert_eq!(body["messages"][0]["role"], "system");
     assert_eq!(body["messages"][1]["role"], "user");
+}
+
+/// PAPER.md, thinking off everywhere: a Qwen3 model behind an OpenAI-compatible server
+/// is sent vLLM's and SGLang's switch, another model is not, and a `<think>` block that an
+/// answer still holds is removed before its claims are parsed.
+#[tokio::test]
+async fn a_qwen3_model_is_asked_not_to_think_and_a_think_block_is_not_parsed() {
+    let server = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Answer("<think>\nThe user wants claims. 1. Not a claim.\n</think>\n\n1. It rained.\n2. The match was cancelled.".into())
+    })
+    .await;
+    let mut qwen = settings(&server);
+    qwen.api_model = "Qwen/Qwen3-8B".into();
+    let decomposer = LlmDecomposer::new(
+        Arc::new(OpenAiBackend::new(&qwen).unwrap()),
+        PromptKind::Credence,
+        256,
+    );
+    let out = decomposer
+        .decompose(
+            "It rained and the match was cancelled.",
+            &DecomposeContext::standalone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.claims, ["It rained.", "The match was cancelled."]);
+    OpenAiBackend::new(&settings(&server))
+        .unwrap()
+        .generate(&request("x"))
+        .await
+        .unwrap();
+    let bodies = server.state.bodies.lock().unwrap().clone();
+    assert_eq!(bodies[0]["model"], "Qwen/Qwen3-8B");
+    assert_eq!(
+        bodies[0]["chat_template_kwargs"],
+        serde_json::json!({"enable_thinking": false})
+    );
+    assert_eq!(bodies[1]["model"], "test-model");
+    assert!(
+        bodies[1].get("chat_template_kwargs").is_none(),
+        "{}",
+        bodies[1]
+    );
 }
 
 #[tokio::test]

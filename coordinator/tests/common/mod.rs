@@ -4,6 +4,7 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+pub mod crafted;
 #[path = "../../../shared/tests/support/skip.rs"]
 pub mod skip;
 

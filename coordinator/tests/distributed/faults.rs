@@ -4,6 +4,7 @@
 //! through a guard, whatever happens.
 
 use super::support::{workspace, BrokerStopped, Cluster, DatabaseStopped, DbProxy, ResultRows};
+use crate::crafted::write_crafted_gguf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -306,28 +307,6 @@ fn worker_restarts_during_a_database_outage_dead_letter_nothing() {
     assert_eq!(c.sql("SELECT state FROM jobs"), "done");
     let dead = c.ok(&["dlq", "list"]);
     assert!(dead.trim().is_empty(), "dead letters: {dead}");
-}
-
-/// A GGUF file of metadata only (no tokenizer, a claimed 2^40 blocks): what a crafted or
-/// truncated download looks like to the loader.
-fn write_crafted_gguf(path: &std::path::Path) {
-    let mut b = Vec::new();
-    b.extend(b"GGUF");
-    b.extend(3u32.to_le_bytes()); // version
-    b.extend(0u64.to_le_bytes()); // tensors
-    b.extend(2u64.to_le_bytes()); // metadata entries
-    let key = |b: &mut Vec<u8>, k: &str| {
-        b.extend((k.len() as u64).to_le_bytes());
-        b.extend(k.as_bytes());
-    };
-    key(&mut b, "general.architecture");
-    b.extend(8u32.to_le_bytes()); // string
-    b.extend(5u64.to_le_bytes());
-    b.extend(b"llama");
-    key(&mut b, "llama.block_count");
-    b.extend(10u32.to_le_bytes()); // u64
-    b.extend((1u64 << 40).to_le_bytes());
-    std::fs::write(path, b).expect("the crafted model");
 }
 
 /// A model file that fails its load's checks: its job fails with one line naming the

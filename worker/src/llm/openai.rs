@@ -101,17 +101,34 @@ impl std::fmt::Debug for OpenAiBackend {
 /// operator's business; a new name or URL is a new model.
 pub fn fingerprint(base_url: &str, api_model: &str, max_new_tokens: u32) -> String {
     let mut h = Sha256::new();
-    for field in [
+    let fields = [
         "openai-chat-v1",
         base_url.trim_end_matches('/'),
         api_model,
         "temperature=0",
         &format!("max_tokens={max_new_tokens}"),
-    ] {
+    ];
+    // The switch changes what a Qwen3 model writes; other models' fingerprints stay as
+    // they were.
+    let thinking_off = thinks_unless_told(api_model).then_some("enable_thinking=false");
+    for field in fields.into_iter().chain(thinking_off) {
         h.update((field.len() as u64).to_le_bytes());
         h.update(field.as_bytes());
     }
     format!("openai:{}", &hex::encode(h.finalize())[..16])
+}
+
+/// Whether `api_model` names a Qwen3-family model ("Qwen/Qwen3-8B", "qwen3-30b-a3b"),
+/// whose chat template thinks before answering unless the request turns it off. PAPER.md
+/// decides thinking off everywhere: such a model is sent vLLM's and SGLang's switch,
+/// `chat_template_kwargs: {"enable_thinking": false}`, as the local backend renders its
+/// template with `enable_thinking=False`. (Any `<think>` block an answer still holds is
+/// removed before parsing: `prompt::parse`.)
+pub fn thinks_unless_told(api_model: &str) -> bool {
+    api_model
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.to_ascii_lowercase().contains("qwen3"))
 }
 
 impl OpenAiBackend {
@@ -179,13 +196,16 @@ impl OpenAiBackend {
 
     /// One HTTP attempt.
     async fn attempt(&self, request: &ChatRequest) -> Attempt {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "model": self.api_model,
             "messages": request.messages,
             "temperature": 0,
             "max_tokens": request.max_new_tokens.min(self.max_new_tokens),
             "stream": false,
         });
+        if thinks_unless_told(&self.api_model) {
+            body["chat_template_kwargs"] = serde_json::json!({"enable_thinking": false});
+        }
         let mut req = self
             .client
             .post(&self.url)
@@ -495,6 +515,38 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qwen3_models_are_told_not_to_think_and_others_are_left_alone() {
+        for m in [
+            "Qwen/Qwen3-8B",
+            "qwen3-8b",
+            "Qwen3-30B-A3B-Instruct",
+            "org/qwen3-ft",
+        ] {
+            assert!(thinks_unless_told(m), "{m}");
+        }
+        for m in [
+            "Qwen/Qwen2.5-7B-Instruct",
+            "gemini-2.5-flash",
+            "qwen3/gemma-3-12b",
+            "",
+        ] {
+            assert!(!thinks_unless_told(m), "{m}");
+        }
+        // The switch is part of a Qwen3 model's fingerprint only: another model keeps the
+        // fingerprint it had before (sha256 of the length-prefixed fields, computed apart),
+        // and a Qwen3 model's differs from the one its thinking generations were cached
+        // under (openai:b40079ba3d435c58).
+        assert_eq!(
+            fingerprint("http://h/v1", "gemini-2.5-flash", 4096),
+            "openai:94af63bfeea1d89b"
+        );
+        assert_eq!(
+            fingerprint("http://h/v1", "Qwen/Qwen3-8B", 4096),
+            "openai:93d5b26bd1fe801b"
+        );
+    }
 
     #[test]
     fn an_answer_cut_at_the_servers_token_limit_says_so() {

@@ -12,6 +12,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
+use credence_worker::llm::openai::{OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
+use credence_worker::llm::retry::RetryPolicy;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -251,4 +253,23 @@ fn respond(code: u16, body: String, retry_after: Option<String>) -> Response<Bod
         r = r.header("retry-after", v);
     }
     r.body(Body::from(body)).unwrap()
+}
+
+/// The backend's settings for `server`: short timeouts and backoff, 4 attempts.
+pub fn settings(server: &LlmServer) -> OpenAiSettings {
+    OpenAiSettings {
+        base_url: server.base_url(),
+        api_model: "test-model".into(),
+        api_key_env: None,
+        max_new_tokens: 256,
+        request_timeout: Duration::from_secs(5),
+        max_concurrency: 64,
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(100),
+            max_retry_after: Duration::from_secs(5),
+        },
+        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+    }
 }
