@@ -14,13 +14,13 @@
 //! first (DESIGN.md invariant 4). Inputs are sorted by length before batching and the
 //! vectors come back in input order. Identical texts in one call are encoded once.
 
+use super::config::BertConfig;
 use super::native::{self, NativeBert};
 use super::packed::{self, PackedBert};
 use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::Config;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -180,12 +180,21 @@ impl BertEncoder {
             });
         }
         let config_path = folder.join("config.json");
-        let config: Config = read_json(&config_path)?;
+        let config: BertConfig = read_json(&config_path)?;
         if let Some(t) = config.model_type.as_deref().filter(|t| *t != "bert") {
             return Err(EmbedError::Unsupported {
                 path: config_path,
                 message: format!(
                     "model_type {t:?}; only BERT-family encoders (\"bert\") load here"
+                ),
+            });
+        }
+        if config.position_embedding_type != "absolute" {
+            return Err(EmbedError::Unsupported {
+                path: config_path,
+                message: format!(
+                    "position_embedding_type {:?}; only \"absolute\" is implemented",
+                    config.position_embedding_type
                 ),
             });
         }

@@ -15,6 +15,7 @@
 
 pub mod bert;
 pub mod cached;
+mod config;
 mod native;
 mod packed;
 pub mod preset;

@@ -8,9 +8,9 @@
 //! transposed and contiguous (`[in, out]`), so the matmuls need no copy per call.
 //! Results equal candle-transformers' padded BERT up to float rounding.
 
+use super::config::{Activation, BertConfig};
 use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{Config, HiddenAct};
 
 /// A dense layer with its weight stored as `[in, out]`.
 pub(super) struct Dense {
@@ -71,7 +71,7 @@ pub(super) struct Layer {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, config: &BertConfig) -> Result<Self> {
         let h = config.hidden_size;
         let attention = vb.pp("attention");
         let own = attention.pp("self");
@@ -109,13 +109,13 @@ pub(crate) struct PackedBert {
     pub(super) layers: Vec<Layer>,
     pub(super) heads: usize,
     pub(super) head_dim: usize,
-    pub(super) activation: HiddenAct,
+    pub(super) activation: Activation,
     device: Device,
 }
 
 impl PackedBert {
     /// Loads the weights of a BERT checkpoint (with or without a `bert.` prefix).
-    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    pub(crate) fn load(vb: VarBuilder, config: &BertConfig) -> Result<Self> {
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
             vb.pp("bert")
         } else {
@@ -185,9 +185,9 @@ impl PackedBert {
             .forward(&layer.attention_out.forward(&context)?.add(x)?)?;
         let inner = layer.intermediate.forward(&attended)?;
         let inner = match self.activation {
-            HiddenAct::Gelu => gelu_erf(&inner)?,
-            HiddenAct::GeluApproximate => inner.gelu()?,
-            HiddenAct::Relu => inner.relu()?,
+            Activation::Gelu => gelu_erf(&inner)?,
+            Activation::GeluTanh => inner.gelu()?,
+            Activation::Relu => inner.relu()?,
         };
         layer
             .output_norm

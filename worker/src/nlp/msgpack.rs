@@ -1,8 +1,13 @@
-//! A zero-copy MessagePack reader for the subset spaCy and thinc write (maps, arrays,
-//! strings, bins, ints, floats, nil, bool), and the srsly convention for float32 arrays.
+//! spaCy's and thinc's MessagePack files (maps, arrays, strings, bins, ints, floats, nil,
+//! bool) as a borrowed [`Value`] tree, decoded by `rmpv`, and the srsly convention for
+//! float32 arrays.
 //!
 //! The model files are read once at load time; values borrow from the file's bytes.
+//! `rmpv` never pre-allocates from a length in the data and stops at a nesting depth of
+//! 1,024, so a corrupt or crafted file fails with an error instead of exhausting memory
+//! or the stack.
 
+use rmpv::ValueRef;
 use std::fmt;
 
 /// A decoded MessagePack value borrowing strings and bins from the input buffer.
@@ -19,123 +24,60 @@ pub enum Value<'a> {
 }
 
 /// Why a buffer is not valid MessagePack (or not the subset spaCy writes).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("unexpected end of data at byte {0}")]
-    Truncated(usize),
-    #[error("unsupported MessagePack marker 0x{marker:02x} at byte {at}")]
-    Unsupported { marker: u8, at: usize },
-    #[error("invalid UTF-8 in a string at byte {0}")]
-    Utf8(usize),
+    #[error("malformed MessagePack: {0}")]
+    Malformed(#[from] rmpv::decode::Error),
+    #[error("invalid UTF-8 in a string: {0}")]
+    Utf8(std::str::Utf8Error),
+    #[error("unsupported MessagePack extension (type {0})")]
+    Extension(i8),
     #[error("{0} trailing bytes after the value")]
     Trailing(usize),
 }
 
 /// Decodes one complete MessagePack document (no trailing bytes allowed).
 pub fn decode(buf: &[u8]) -> Result<Value<'_>, DecodeError> {
-    let mut r = Reader { buf, pos: 0 };
-    let v = r.value()?;
-    if r.pos != buf.len() {
-        return Err(DecodeError::Trailing(buf.len() - r.pos));
+    let mut rest = buf;
+    let value = rmpv::decode::read_value_ref(&mut rest)?;
+    if !rest.is_empty() {
+        return Err(DecodeError::Trailing(rest.len()));
     }
-    Ok(v)
+    Value::from_rmpv(value)
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(DecodeError::Truncated(self.pos))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
-        Ok(self
-            .take(n)?
-            .iter()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
-    }
-
-    fn len(&mut self, n: usize) -> Result<usize, DecodeError> {
-        let at = self.pos;
-        usize::try_from(self.be(n)?).map_err(|_| DecodeError::Truncated(at))
-    }
-
-    fn str(&mut self, n: usize) -> Result<Value<'a>, DecodeError> {
-        let at = self.pos;
-        let bytes = self.take(n)?;
-        std::str::from_utf8(bytes)
-            .map(Value::Str)
-            .map_err(|_| DecodeError::Utf8(at))
-    }
-
-    fn array(&mut self, n: usize) -> Result<Value<'a>, DecodeError> {
-        // Cap the pre-allocation: a corrupt length must not allocate gigabytes.
-        let mut items = Vec::with_capacity(n.min(1 << 16));
-        for _ in 0..n {
-            items.push(self.value()?);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn map(&mut self, n: usize) -> Result<Value<'a>, DecodeError> {
-        let mut items = Vec::with_capacity(n.min(1 << 16));
-        for _ in 0..n {
-            let k = self.value()?;
-            let v = self.value()?;
-            items.push((k, v));
-        }
-        Ok(Value::Map(items))
-    }
-
-    fn value(&mut self) -> Result<Value<'a>, DecodeError> {
-        let at = self.pos;
-        let marker = self.take(1)?[0];
-        match marker {
-            0x00..=0x7f => Ok(Value::Int(i128::from(marker))),
-            0x80..=0x8f => self.map(usize::from(marker & 0x0f)),
-            0x90..=0x9f => self.array(usize::from(marker & 0x0f)),
-            0xa0..=0xbf => self.str(usize::from(marker & 0x1f)),
-            0xc0 => Ok(Value::Nil),
-            0xc2 => Ok(Value::Bool(false)),
-            0xc3 => Ok(Value::Bool(true)),
-            0xc4..=0xc6 => {
-                let n = self.len(1 << (marker - 0xc4))?;
-                Ok(Value::Bin(self.take(n)?))
-            }
-            0xca => Ok(Value::Float(f64::from(f32::from_bits(self.be(4)? as u32)))),
-            0xcb => Ok(Value::Float(f64::from_bits(self.be(8)?))),
-            0xcc..=0xcf => Ok(Value::Int(i128::from(self.be(1 << (marker - 0xcc))?))),
-            0xd0..=0xd3 => {
-                let n = 1usize << (marker - 0xd0);
-                let raw = self.be(n)?;
-                let shift = 64 - 8 * n as u32;
-                Ok(Value::Int(i128::from(((raw << shift) as i64) >> shift)))
-            }
-            0xd9..=0xdb => {
-                let n = self.len(1 << (marker - 0xd9))?;
-                self.str(n)
-            }
-            0xdc | 0xdd => {
-                let n = self.len(2 << (marker - 0xdc))?;
-                self.array(n)
-            }
-            0xde | 0xdf => {
-                let n = self.len(2 << (marker - 0xde))?;
-                self.map(n)
-            }
-            0xe0..=0xff => Ok(Value::Int(i128::from(marker as i8))),
-            _ => Err(DecodeError::Unsupported { marker, at }),
-        }
+impl<'a> Value<'a> {
+    /// The tree `rmpv` read, with strings checked as UTF-8 and integers widened.
+    fn from_rmpv(v: ValueRef<'a>) -> Result<Self, DecodeError> {
+        Ok(match v {
+            ValueRef::Nil => Value::Nil,
+            ValueRef::Boolean(b) => Value::Bool(b),
+            ValueRef::Integer(i) => Value::Int(match i.as_i64() {
+                Some(i) => i128::from(i),
+                // rmpv's integers are i64 or u64: a value that is not the one is the other.
+                None => i128::from(i.as_u64().unwrap_or_default()),
+            }),
+            ValueRef::F32(f) => Value::Float(f64::from(f)),
+            ValueRef::F64(f) => Value::Float(f),
+            ValueRef::String(s) => match s.as_err() {
+                Some(e) => return Err(DecodeError::Utf8(*e)),
+                None => Value::Str(s.into_str().unwrap_or_default()),
+            },
+            ValueRef::Binary(b) => Value::Bin(b),
+            ValueRef::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(Value::from_rmpv)
+                    .collect::<Result<_, _>>()?,
+            ),
+            ValueRef::Map(items) => Value::Map(
+                items
+                    .into_iter()
+                    .map(|(k, v)| Ok((Value::from_rmpv(k)?, Value::from_rmpv(v)?)))
+                    .collect::<Result<_, DecodeError>>()?,
+            ),
+            ValueRef::Ext(ty, _) => return Err(DecodeError::Extension(ty)),
+        })
     }
 }
 
@@ -296,12 +238,60 @@ mod tests {
     }
 
     #[test]
-    fn truncated_and_trailing_input_is_an_error() {
-        assert_eq!(decode(&[0x92, 0x01]), Err(DecodeError::Truncated(2)));
-        assert_eq!(decode(&[0x01, 0x02]), Err(DecodeError::Trailing(1)));
+    fn decodes_every_width_of_ints_strings_and_floats() {
+        // [u64 max, i64 min, -33 (i8), str8 "é", f32 1.5, f64 -0.25, false]
+        let mut buf = vec![0x97, 0xcf];
+        buf.extend(u64::MAX.to_be_bytes());
+        buf.push(0xd3);
+        buf.extend(i64::MIN.to_be_bytes());
+        buf.extend([0xd0, 0xdf, 0xd9, 0x02, 0xc3, 0xa9, 0xca]);
+        buf.extend(1.5f32.to_be_bytes());
+        buf.push(0xcb);
+        buf.extend((-0.25f64).to_be_bytes());
+        buf.push(0xc2);
+        let v = decode(&buf).expect("valid msgpack");
+        assert_eq!(
+            v,
+            Value::Array(vec![
+                Value::Int(i128::from(u64::MAX)),
+                Value::Int(i128::from(i64::MIN)),
+                Value::Int(-33),
+                Value::Str("é"),
+                Value::Float(1.5),
+                Value::Float(-0.25),
+                Value::Bool(false),
+            ])
+        );
+    }
+
+    #[test]
+    fn truncated_trailing_and_foreign_input_is_an_error() {
+        let err = |buf: &[u8]| decode(buf).unwrap_err();
+        assert!(matches!(err(&[0x92, 0x01]), DecodeError::Malformed(_)));
         assert!(matches!(
-            decode(&[0xc1]),
-            Err(DecodeError::Unsupported { marker: 0xc1, .. })
+            err(&[0xc4, 0x05, 1, 2]),
+            DecodeError::Malformed(_)
+        ));
+        assert!(matches!(err(&[0x01, 0x02]), DecodeError::Trailing(1)));
+        assert!(matches!(err(&[0xa2, 0xff, 0xfe]), DecodeError::Utf8(_)));
+        assert!(matches!(
+            err(&[0xd4, 0x07, 0x00]),
+            DecodeError::Extension(7)
+        ));
+    }
+
+    #[test]
+    fn a_huge_declared_length_or_deep_nesting_fails_without_exhausting_memory_or_stack() {
+        // An array32 that claims 4 billion items holds one.
+        assert!(matches!(
+            decode(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x01]).unwrap_err(),
+            DecodeError::Malformed(_)
+        ));
+        // A million nested one-item arrays.
+        let deep = vec![0x91u8; 1_000_000];
+        assert!(matches!(
+            decode(&deep).unwrap_err(),
+            DecodeError::Malformed(rmpv::decode::Error::DepthLimitExceeded)
         ));
     }
 }

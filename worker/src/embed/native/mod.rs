@@ -16,9 +16,9 @@
 mod gemm;
 mod math;
 
+use super::config::Activation;
 use super::packed::{Norm as CandleNorm, PackedBert};
 use candle_core::{Result, Tensor};
-use candle_transformers::models::bert::HiddenAct;
 use gemm::{Epilogue, PackedWeights};
 use rayon::prelude::*;
 
@@ -117,9 +117,9 @@ impl NativeBert {
             heads: model.heads,
             head_dim: model.head_dim,
             activation: match model.activation {
-                HiddenAct::Gelu => Epilogue::Gelu,
-                HiddenAct::GeluApproximate => Epilogue::GeluTanh,
-                HiddenAct::Relu => Epilogue::Relu,
+                Activation::Gelu => Epilogue::Gelu,
+                Activation::GeluTanh => Epilogue::GeluTanh,
+                Activation::Relu => Epilogue::Relu,
             },
         })
     }

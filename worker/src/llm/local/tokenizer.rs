@@ -217,13 +217,14 @@ fn bpe(
     };
     t.with_pre_tokenizer(Some(pre_tokenizer));
     t.with_decoder(Some(ByteLevelDecoder::default()));
-    let added: Vec<AddedToken> = tokens
-        .iter()
-        .zip(types)
-        .filter(|(_, &ty)| ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED)
-        .map(|(tok, &ty)| AddedToken::from(tok.clone(), ty == TYPE_CONTROL))
-        .collect();
-    t.add_special_tokens(&added);
+    t.add_special_tokens(
+        tokens
+            .iter()
+            .zip(types)
+            .filter(|(_, &ty)| ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED)
+            .map(|(tok, &ty)| AddedToken::from(tok.clone(), ty == TYPE_CONTROL)),
+    )
+    .map_err(|e| format!("adding the special tokens: {e}"))?;
     Ok(t)
 }
 
