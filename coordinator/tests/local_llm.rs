@@ -8,7 +8,7 @@ mod common;
 use common::crafted::write_crafted_gguf;
 use common::{sql, stderr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 fn smollm2() -> Option<PathBuf> {
     let dir = std::env::var_os("CREDENCE_MODELS_DIR")
@@ -67,25 +67,26 @@ fn write_sweep(dir: &Path, model: &Path) -> PathBuf {
     sweep
 }
 
+/// `credence run SWEEP --db DB --quiet` with `RUST_LOG` at `log`.
+fn quiet_run(sweep: &Path, db: &Path, log: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_credence"))
+        .env("RUST_LOG", log)
+        .arg("run")
+        .arg(sweep)
+        .arg("--db")
+        .arg(db)
+        .arg("--quiet")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_local_gguf_model_runs_an_embedded_sweep_in_all_four_modes() {
     let Some(model) = smollm2() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sweep = write_sweep(dir.path(), &model);
     let db = dir.path().join("local.db");
-    let run = || {
-        Command::new(env!("CARGO_BIN_EXE_credence"))
-            .env("RUST_LOG", "warn")
-            .args([
-                "run",
-                sweep.to_str().unwrap(),
-                "--db",
-                db.to_str().unwrap(),
-                "--quiet",
-            ])
-            .output()
-            .unwrap()
-    };
+    let run = || quiet_run(&sweep, &db, "warn");
     let out = run();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("ERROR"), "{}", stderr(&out));
@@ -165,17 +166,7 @@ fn a_crafted_model_file_stops_an_embedded_run_with_one_line() {
     )
     .unwrap();
     let db = dir.path().join("s.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
-        .env("RUST_LOG", "off")
-        .args([
-            "run",
-            sweep.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-            "--quiet",
-        ])
-        .output()
-        .unwrap();
+    let out = quiet_run(&sweep, &db, "off");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(

@@ -242,16 +242,18 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
     } else {
         let mut device = "cpu".to_string();
         let mut dtype = None;
-        let backend = match args.model.as_str() {
-            "sentence-split" => ModelBackend::SentenceSplit,
-            "conjunction-oracle" => ModelBackend::ConjunctionOracle,
-            name if sweep::local_preset(name).is_some() => {
-                let local = sweep::local_preset(name).expect("checked");
+        let mut max_new_tokens = sweep::PAPER_MAX_NEW_TOKENS;
+        let local = sweep::local_preset(&args.model);
+        let backend = match (args.model.as_str(), local) {
+            ("sentence-split", _) => ModelBackend::SentenceSplit,
+            ("conjunction-oracle", _) => ModelBackend::ConjunctionOracle,
+            (_, Some(local)) => {
                 device = local.device.to_string();
                 dtype = local.dtype.map(str::to_string);
+                max_new_tokens = local.max_new_tokens;
                 local.model_backend(&sweep::models_dir())
             }
-            name => {
+            (name, None) => {
                 let Some(p) = sweep::preset(name) else {
                     bail!(
                         "unknown model {name:?}: give a preset ({}), a baseline \
@@ -272,8 +274,7 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
             name: args.model.clone(),
             backend,
             prompt: PromptKind::Credence,
-            max_new_tokens: sweep::local_preset(&args.model)
-                .map_or(sweep::PAPER_MAX_NEW_TOKENS, |p| p.max_new_tokens),
+            max_new_tokens,
             dtype,
             device,
             generation_timeout_s: None,

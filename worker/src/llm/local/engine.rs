@@ -192,8 +192,8 @@ struct Slot {
     ignore_eos: bool,
     prefill_seconds: f64,
     decode_started: Instant,
-    /// When the generation must have ended (admission + its time limit).
-    deadline: Instant,
+    /// When the request was admitted; it fails once `time_limit` has passed since.
+    admitted: Instant,
     time_limit: Duration,
     finish: Option<Finish>,
     reply: tokio::sync::oneshot::Sender<Result<Generation, EngineError>>,
@@ -296,13 +296,10 @@ impl Prefixes {
     }
 }
 
-/// A deadline that never comes, for a time limit too long to add to an instant.
-const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
-
 impl Slot {
     /// Fails the request when it is past its deadline; `Err` gives the slot back.
     fn check_deadline(self, now: Instant) -> Result<Self, ()> {
-        if now < self.deadline {
+        if now.saturating_duration_since(self.admitted) < self.time_limit {
             return Ok(self);
         }
         let _ = self.reply.send(Err(EngineError::TimeLimit {
@@ -341,9 +338,7 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
         ignore_eos: request.ignore_eos,
         prefill_seconds: 0.0,
         decode_started: started,
-        deadline: started
-            .checked_add(request.time_limit)
-            .unwrap_or(started + FAR),
+        admitted: started,
         time_limit: request.time_limit,
         finish: None,
         reply: request.reply,
