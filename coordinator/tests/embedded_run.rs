@@ -216,10 +216,14 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
     );
 }
 
+/// Examples in [`big_sweep`]: 120 shards of 3, 960 jobs (2 models x 4 modes), so that the
+/// kills below (after 50 to 180 jobs) land mid-run, while a whole run stays short.
+const BIG: usize = 360;
+
 /// A larger sweep over generated sentences, so that a kill lands mid-run.
 fn big_sweep(dir: &Path, name: &str) -> PathBuf {
     let mut lines = String::new();
-    for i in 0..1500 {
+    for i in 0..BIG {
         lines.push_str(&format!(
             "{{\"id\": \"x{i}\", \"text\": \"The plant in town {i} closed in {y} and {n} workers lost their jobs because demand fell.\", \"references\": [\"The plant in town {i} closed in {y}.\", \"{n} workers lost their jobs.\", \"Demand fell.\"]}}\n",
             y = 1950 + i % 70,
@@ -364,7 +368,7 @@ fn ctrl_c_stops_cleanly_and_rerun_continues() {
     );
     assert_eq!(
         sql(&db, "select count(*) from example_metrics"),
-        (1500 * 2 * 4).to_string()
+        (BIG * 2 * 4).to_string()
     );
 }
 
