@@ -3,9 +3,9 @@
 //! float32 arrays.
 //!
 //! The model files are read once at load time; values borrow from the file's bytes.
-//! `rmpv` never pre-allocates from a length in the data and stops at a nesting depth of
-//! 1,024, so a corrupt or crafted file fails with an error instead of exhausting memory
-//! or the stack.
+//! `rmpv` never pre-allocates from a length in the data, and nesting deeper than
+//! [`MAX_DEPTH`] is an error, so a corrupt or crafted file fails with an error instead of
+//! exhausting memory or the stack.
 
 use rmpv::ValueRef;
 use std::fmt;
@@ -36,10 +36,16 @@ pub enum DecodeError {
     Trailing(usize),
 }
 
+/// How deep a document may nest, counted as `rmpv` counts (an array or map costs two,
+/// a string or bin one more). spaCy's and thinc's files nest fewer than 10 levels; rmpv's own
+/// limit (1,024) overflowed a test thread's 2 MiB stack in an unoptimised build, where
+/// each level's frames are large.
+pub const MAX_DEPTH: usize = 64;
+
 /// Decodes one complete MessagePack document (no trailing bytes allowed).
 pub fn decode(buf: &[u8]) -> Result<Value<'_>, DecodeError> {
     let mut rest = buf;
-    let value = rmpv::decode::read_value_ref(&mut rest)?;
+    let value = rmpv::decode::read_value_ref_with_max_depth(&mut rest, MAX_DEPTH)?;
     if !rest.is_empty() {
         return Err(DecodeError::Trailing(rest.len()));
     }
@@ -287,7 +293,10 @@ mod tests {
             decode(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x01]).unwrap_err(),
             DecodeError::Malformed(_)
         ));
-        // A million nested one-item arrays.
+        // Nesting within the limit decodes; a million nested one-item arrays do not.
+        let mut nested = vec![0x91u8; MAX_DEPTH / 2 - 1];
+        nested.push(0xc0);
+        assert!(decode(&nested).is_ok());
         let deep = vec![0x91u8; 1_000_000];
         assert!(matches!(
             decode(&deep).unwrap_err(),
