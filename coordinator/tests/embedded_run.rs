@@ -6,7 +6,21 @@ mod common;
 use common::{sql, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// The tests of this binary take turns. Each runs `credence` with its own thread pools
+/// (the demo's SmolLM2 engine spins on a barrier between its threads; the crash tests'
+/// parser and encoder keep rayon busy), and side by side on a 2-core CI machine they
+/// slowed each other down: the binary took 742 s in parallel against about 600 s for the
+/// same tests one after another (issue 32 has the contention itself).
+static TAKE_TURNS: Mutex<()> = Mutex::new(());
+
+fn my_turn() -> MutexGuard<'static, ()> {
+    TAKE_TURNS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn credence() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_credence"));
@@ -31,6 +45,7 @@ fn run_sweep(sweep: &Path, db: &Path, extra: &[&str]) -> Output {
 
 #[test]
 fn demo_sweep_fills_the_store_and_reruns_without_work() {
+    let _turn = my_turn();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("credence.db");
     let sweep = workspace().join("examples/demo.toml");
@@ -279,6 +294,7 @@ fn metrics_dump(db: &Path) -> String {
 
 #[test]
 fn sigkill_mid_run_then_rerun_gives_the_same_results_without_duplicates() {
+    let _turn = my_turn();
     let dir = tempfile::tempdir().unwrap();
     let sweep = big_sweep(dir.path(), "crash");
     let reference_db = dir.path().join("reference.db");
@@ -337,6 +353,7 @@ fn sigkill_mid_run_then_rerun_gives_the_same_results_without_duplicates() {
 
 #[test]
 fn ctrl_c_stops_cleanly_and_rerun_continues() {
+    let _turn = my_turn();
     let dir = tempfile::tempdir().unwrap();
     let sweep = big_sweep(dir.path(), "interrupt");
     let db = dir.path().join("int.db");
@@ -374,6 +391,7 @@ fn ctrl_c_stops_cleanly_and_rerun_continues() {
 
 #[test]
 fn invalid_inputs_fail_with_one_line_and_write_nothing() {
+    let _turn = my_turn();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("ok.jsonl"),
@@ -419,6 +437,7 @@ fn invalid_inputs_fail_with_one_line_and_write_nothing() {
 /// table with the paper's `verify` line (base plus the verifier) from the `base` jobs.
 #[test]
 fn the_timing_table_has_a_line_per_model_and_mode() {
+    let _turn = my_turn();
     let dir = tempfile::tempdir().unwrap();
     let demo = std::fs::read_to_string(workspace().join("examples/baselines.toml")).unwrap();
     let sample = workspace().join("examples/sample.jsonl");
@@ -665,6 +684,7 @@ fn sample_sum(body: &str, prefix: &str) -> f64 {
 /// works: jobs and examples done, seconds per stage, job seconds, up.
 #[test]
 fn the_embedded_run_serves_prometheus_metrics() {
+    let _turn = my_turn();
     let dir = tempfile::tempdir().unwrap();
     let sweep = big_sweep(dir.path(), "watched");
     let db = dir.path().join("watched.db");
