@@ -208,3 +208,145 @@ fn a_prompt_continuing_an_earlier_prompts_prefix_generates_what_it_does_alone() 
         );
     }
 }
+
+/// Decodes several sequences of different lengths, token by token, on the tensor path
+/// twice: each over its own cache, and all together over one [`BatchKv`] (the engine's
+/// decode on a GPU), with one sequence leaving and another joining midway. Returns the
+/// largest logit difference between the two and the largest logit.
+fn batched_against_per_sequence(model: &LocalModel) -> (f32, f32) {
+    use credence_worker::llm::local::model::SeqCache;
+    let m = &model.model;
+    let layers = m.config.layers;
+    let prompts: [Vec<u32>; 4] = [
+        vec![5, 9, 17, 3, 40, 22, 8, 61, 13, 7, 30, 12],
+        vec![4, 11, 2, 33, 6],
+        vec![21, 19, 1, 50, 44, 3, 27, 9, 10],
+        vec![8, 8, 15, 2, 39, 41, 5],
+    ];
+    let prefill = |p: &[u32]| {
+        let mut c = SeqCache::new(layers);
+        let l = m.forward(&[p.to_vec()], &mut [&mut c]).unwrap();
+        (
+            c,
+            l.argmax(candle_core::D::Minus1)
+                .unwrap()
+                .to_vec1::<u32>()
+                .unwrap()[0],
+        )
+    };
+    let mut own: Vec<(SeqCache, u32)> = prompts[..3].iter().map(|p| prefill(p)).collect();
+    let mut batch = m.batch_kv();
+    for (c, _) in &own {
+        batch.push(c).unwrap();
+    }
+    let (mut worst, mut largest) = (0f32, 0f32);
+    for step in 0..14 {
+        if step == 4 {
+            // The second sequence leaves (the last takes its row); a fourth joins.
+            own.swap_remove(1);
+            batch.swap_remove(1).unwrap();
+            let joined = prefill(&prompts[3]);
+            batch.push(&joined.0).unwrap();
+            own.push(joined);
+        }
+        let tokens: Vec<u32> = own.iter().map(|(_, t)| *t).collect();
+        let batched = m.decode_batched(&tokens, &mut batch).unwrap();
+        let lists: Vec<Vec<u32>> = tokens.iter().map(|&t| vec![t]).collect();
+        let mut caches: Vec<&mut SeqCache> = own.iter_mut().map(|(c, _)| c).collect();
+        let single = m.forward(&lists, &mut caches).unwrap();
+        let (b, s) = (
+            batched.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            single.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        );
+        worst = worst.max(max_diff(&b, &s));
+        largest = largest.max(max_abs(&s));
+        assert_eq!(
+            batch.lens(),
+            own.iter().map(|(c, _)| c.len()).collect::<Vec<_>>()
+        );
+        let next = single
+            .argmax(candle_core::D::Minus1)
+            .unwrap()
+            .to_vec1::<u32>()
+            .unwrap();
+        for ((_, t), n) in own.iter_mut().zip(next) {
+            *t = n;
+        }
+    }
+    (worst, largest)
+}
+
+#[test]
+fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
+    let device = test_device();
+    for arch in ARCHS {
+        let dir = tempfile::tempdir().unwrap();
+        // A window of 8, shorter than the sequences, so that the sliding window's mask
+        // (Gemma 3's local layers) is exercised.
+        write_model_with(dir.path(), arch, config_with_window(arch, 8));
+        let (gguf, _) = gguf_file(dir.path(), arch);
+        // f32 differs only in the order of the attention's sums; the CPU's GGUF kernels
+        // round each activation row to 8 bits, where such a difference can move a value
+        // across a rounding step (0.15% of the largest logit seen).
+        for (what, s, tolerance) in [
+            (
+                "f32",
+                settings_on(dir.path(), Format::Safetensors, Some("f32"), &device, 8),
+                1e-4,
+            ),
+            (
+                "GGUF",
+                settings_on(&gguf, Format::Gguf, None, &device, 8),
+                1e-2,
+            ),
+        ] {
+            let model = load_on_device(&s);
+            let (d, largest) = batched_against_per_sequence(&model);
+            let bound = tolerance * largest.max(1.0);
+            println!("{arch:?} {what} on {device}: max |difference| {d:.2e} (bound {bound:.2e})");
+            assert!(
+                d <= bound,
+                "{arch:?} {what}: batched decode differs by {d} > {bound}"
+            );
+        }
+    }
+}
+
+/// The engine on the tensor path (bf16 on the CPU, as on a GPU) keeps every sequence in
+/// flight in one batched cache: with more requests than `max_batch`, sequences join and
+/// leave mid-flight, and each answer is the one its prompt gets alone.
+#[test]
+fn the_engine_answers_each_prompt_in_a_batch_as_it_does_alone() {
+    let device = test_device();
+    let dir = tempfile::tempdir().unwrap();
+    write_model(dir.path(), Arch::Qwen3);
+    let mut s = settings_on(dir.path(), Format::Safetensors, Some("bf16"), &device, 12);
+    s.max_batch = 3;
+    let backend = LocalBackend::load(&s).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let chats: Vec<Vec<ChatMessage>> = (0..7)
+        .map(|i| {
+            let words: Vec<String> = (0..3 + 2 * i)
+                .map(|j| format!("w{}", 5 + (i * 7 + j) % 50))
+                .collect();
+            vec![ChatMessage::user(words.join(" "))]
+        })
+        .collect();
+    // Different lengths, so that sequences leave at different steps.
+    let limit = |i: usize| 4 + 3 * (i as u32 % 4);
+    let together = runtime.block_on(futures::future::join_all(
+        chats
+            .iter()
+            .enumerate()
+            .map(|(i, c)| backend.run(c, limit(i), true)),
+    ));
+    for (i, (chat, g)) in chats.iter().zip(together).enumerate() {
+        let g = g.unwrap();
+        assert_eq!(g.ids.len(), limit(i) as usize, "prompt {i}");
+        let alone = runtime.block_on(backend.run(chat, limit(i), true)).unwrap();
+        assert_eq!(g.ids, alone.ids, "prompt {i} in a batch and alone");
+    }
+}

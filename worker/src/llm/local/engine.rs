@@ -17,6 +17,7 @@
 //! same bytes as without reuse (tested in `worker/tests/llm_device.rs` and
 //! `worker/tests/llm_local.rs`).
 
+use super::batch_kv::{BatchKv, KvError};
 use super::model::SeqCache;
 use super::weights::LoadError;
 use super::{LocalModel, LocalSettings};
@@ -201,7 +202,7 @@ struct Slot {
 
 impl Slot {
     /// Takes a generated token; decides whether the sequence is done.
-    fn push(&mut self, token: u32, stops: &[u32], context: usize) {
+    fn push(&mut self, token: u32, stops: &[u32], context: usize, cached: usize) {
         if !self.ignore_eos && stops.contains(&token) {
             self.finish = Some(Finish::Stop);
             return;
@@ -210,7 +211,7 @@ impl Slot {
         self.last = token;
         if self.ids.len() >= self.max_new {
             self.finish = Some(Finish::Length);
-        } else if self.cache.len() >= context {
+        } else if cached >= context {
             self.finish = Some(Finish::Context);
         }
     }
@@ -234,8 +235,11 @@ impl Slot {
 }
 
 /// The greedy choice of each row of `[n, vocab]` logits (NaN never wins; ties go to the
-/// lowest id).
+/// lowest id). On a GPU the choice is made there and only the ids are copied back.
 fn argmax_rows(logits: &Tensor) -> candle_core::Result<Vec<u32>> {
+    if !logits.device().is_cpu() {
+        return logits.argmax(candle_core::D::Minus1)?.to_vec1::<u32>();
+    }
     let rows = logits.to_vec2::<f32>()?;
     Ok(rows
         .iter()
@@ -363,7 +367,8 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
         Ok(next) => {
             slot.prefill_seconds = started.elapsed().as_secs_f64();
             slot.decode_started = Instant::now();
-            slot.push(next[0], &model.stops, context);
+            let cached = slot.cache.len();
+            slot.push(next[0], &model.stops, context, cached);
             if slot.finish.is_some() {
                 slot.answer(model);
                 None
@@ -378,14 +383,48 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
     }
 }
 
+/// The keys and values of the sequences in flight between decode steps: in each slot's
+/// own cache (the CPU's plain path, and the tensor path when `CREDENCE_LLM_KV=per-sequence`
+/// asks for it, for comparison), or in one [`BatchKv`] whose rows follow `active`.
+fn batch_kv(model: &LocalModel) -> Option<BatchKv> {
+    if model.model.uses_plain_path() {
+        return None;
+    }
+    match std::env::var("CREDENCE_LLM_KV").as_deref() {
+        Ok("per-sequence") => None,
+        _ => Some(model.model.batch_kv()),
+    }
+}
+
+/// Removes `active[i]` (the last slot takes its place, as in `batch`).
+fn remove(
+    active: &mut Vec<Slot>,
+    batch: Option<&mut BatchKv>,
+    i: usize,
+) -> candle_core::Result<Slot> {
+    if let Some(b) = batch {
+        b.swap_remove(i)?;
+    }
+    Ok(active.swap_remove(i))
+}
+
 fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
-    let context = model.model.context_length();
     let mut active: Vec<Slot> = Vec::new();
+    let mut batch = batch_kv(model);
     let mut prefixes = Prefixes {
         kept: VecDeque::new(),
     };
+    // A prefilled sequence waiting for the memory to join the batch.
+    let mut waiting: Option<Slot> = None;
     loop {
-        while active.len() < max_batch {
+        if let (Some(slot), Some(b)) = (waiting.take(), &mut batch) {
+            match join(b, slot, active.is_empty()) {
+                Joined::Running(slot) => active.push(slot),
+                Joined::Waiting(slot) => waiting = Some(slot),
+                Joined::Failed => {}
+            }
+        }
+        while waiting.is_none() && active.len() < max_batch {
             let request = if active.is_empty() {
                 match rx.recv() {
                     Ok(r) => r,
@@ -400,44 +439,125 @@ fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
             if request.reply.is_closed() {
                 continue;
             }
-            if let Some(slot) = admit(model, request, &mut prefixes) {
-                active.push(slot);
-            }
-        }
-        // A caller that gave up (its future was dropped) frees its slot.
-        active.retain(|s| !s.reply.is_closed());
-        if active.is_empty() {
-            continue;
-        }
-        let tokens: Vec<Vec<u32>> = active.iter().map(|s| vec![s.last]).collect();
-        let mut caches: Vec<&mut SeqCache> = active.iter_mut().map(|s| &mut s.cache).collect();
-        let step = model
-            .model
-            .forward(&tokens, &mut caches)
-            .and_then(|l| argmax_rows(&l));
-        match step {
-            Ok(next) => {
-                for (slot, token) in active.iter_mut().zip(next) {
-                    slot.push(token, &model.stops, context);
-                }
-            }
-            Err(e) => {
-                let message = e.to_string();
-                for slot in active.drain(..) {
-                    let _ = slot.reply.send(Err(EngineError::Model(message.clone())));
-                }
+            let Some(slot) = admit(model, request, &mut prefixes) else {
                 continue;
+            };
+            match &mut batch {
+                None => active.push(slot),
+                Some(b) => match join(b, slot, active.is_empty()) {
+                    Joined::Running(slot) => active.push(slot),
+                    Joined::Waiting(slot) => waiting = Some(slot),
+                    Joined::Failed => {}
+                },
             }
         }
-        let mut still = Vec::with_capacity(active.len());
-        let now = Instant::now();
-        for slot in active.drain(..) {
-            if slot.finish.is_some() {
-                slot.answer(model);
-            } else if let Ok(slot) = slot.check_deadline(now) {
-                still.push(slot);
+        let step = decode_step(model, &mut active, &mut batch);
+        if let Err(e) = step {
+            let message = e.to_string();
+            for slot in active.drain(..) {
+                let _ = slot.reply.send(Err(EngineError::Model(message.clone())));
+            }
+            if let Some(b) = &mut batch {
+                b.clear();
             }
         }
-        active = still;
     }
+}
+
+/// What became of a prefilled sequence offered to the batch.
+enum Joined {
+    /// It is in the batch.
+    Running(Slot),
+    /// No memory for it until others finish.
+    Waiting(Slot),
+    /// It failed (answered with the error).
+    Failed,
+}
+
+/// Moves a prefilled sequence's keys and values into the batch. Without the memory for
+/// them it waits for others to finish, or, alone, fails: a prompt that cannot fit fails
+/// by itself, never the engine.
+fn join(batch: &mut BatchKv, mut slot: Slot, alone: bool) -> Joined {
+    match batch.push(&slot.cache) {
+        Ok(()) => {
+            slot.cache = SeqCache::new(0);
+            Joined::Running(slot)
+        }
+        Err(e) if e.is_memory() && !alone => Joined::Waiting(slot),
+        Err(e) => {
+            let _ = slot.reply.send(Err(EngineError::Model(e.to_string())));
+            Joined::Failed
+        }
+    }
+}
+
+/// Drops the slots whose callers gave up, decodes one token for every other one, and
+/// answers those that finished or ran out of time.
+fn decode_step(
+    model: &LocalModel,
+    active: &mut Vec<Slot>,
+    batch: &mut Option<BatchKv>,
+) -> candle_core::Result<()> {
+    let context = model.model.context_length();
+    // A caller that gave up (its future was dropped) frees its slot.
+    for i in (0..active.len()).rev() {
+        if active[i].reply.is_closed() {
+            remove(active, batch.as_mut(), i)?;
+        }
+    }
+    if active.is_empty() {
+        return Ok(());
+    }
+    if let Some(b) = batch {
+        // Room for the step's keys and values; without the memory, the longest
+        // sequence fails (alone) until the others fit.
+        while let Err(e) = b.make_room() {
+            let Some(i) = b.longest().filter(|_| e.is_memory()) else {
+                return Err(match e {
+                    KvError::Device(e) => e,
+                    other => candle_core::Error::Msg(other.to_string()),
+                });
+            };
+            let slot = remove(active, Some(b), i)?;
+            let _ = slot.reply.send(Err(EngineError::Model(format!(
+                "{e} (at {} tokens, with {} other sequences in flight)",
+                slot.prompt_tokens + slot.ids.len(),
+                active.len()
+            ))));
+            if active.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+    let next = match batch {
+        Some(b) => {
+            let tokens: Vec<u32> = active.iter().map(|s| s.last).collect();
+            argmax_rows(&model.model.decode_batched(&tokens, b)?)?
+        }
+        None => {
+            let tokens: Vec<Vec<u32>> = active.iter().map(|s| vec![s.last]).collect();
+            let mut caches: Vec<&mut SeqCache> = active.iter_mut().map(|s| &mut s.cache).collect();
+            argmax_rows(&model.model.forward(&tokens, &mut caches)?)?
+        }
+    };
+    for (i, (slot, token)) in active.iter_mut().zip(next).enumerate() {
+        let cached = match batch {
+            Some(b) => b.lens()[i],
+            None => slot.cache.len(),
+        };
+        slot.push(token, &model.stops, context, cached);
+    }
+    let now = Instant::now();
+    for i in (0..active.len()).rev() {
+        let done = active[i].finish.is_some();
+        if done || now.saturating_duration_since(active[i].admitted) >= active[i].time_limit {
+            let slot = remove(active, batch.as_mut(), i)?;
+            if done {
+                slot.answer(model);
+            } else {
+                let _ = slot.check_deadline(now);
+            }
+        }
+    }
+    Ok(())
 }

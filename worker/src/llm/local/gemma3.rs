@@ -158,7 +158,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
             head_dim,
             cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
             global_rope(
-                cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32,
+                cfg.rope_theta()?.unwrap_or(1_000_000.0) as f32,
                 head_dim,
                 linear,
             ),

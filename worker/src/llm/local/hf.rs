@@ -108,6 +108,26 @@ impl HfConfig {
         }
     }
 
+    /// The rotary base: `rope_theta`, or, as transformers 5 writes a config,
+    /// `rope_parameters.rope_theta`.
+    pub fn rope_theta(&self) -> Result<Option<f64>, LoadError> {
+        if let Some(theta) = self.f64_opt("rope_theta")? {
+            return Ok(Some(theta));
+        }
+        match self
+            .get("rope_parameters")
+            .and_then(|p| p.get("rope_theta"))
+        {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                LoadError::new(
+                    &self.path,
+                    format!("field \"rope_parameters.rope_theta\" is {v}, expected a number"),
+                )
+            }),
+        }
+    }
+
     /// A list of floats in `object.key`.
     pub fn floats(&self, object: &Value, key: &str) -> Result<Vec<f32>, LoadError> {
         object

@@ -99,7 +99,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
         Some(d) => d,
         None => cfg.head_dim_of(hidden, heads)?,
     };
-    let theta = cfg.f64_opt("rope_theta")?.unwrap_or(10_000.0) as f32;
+    let theta = cfg.rope_theta()?.unwrap_or(10_000.0) as f32;
     let mut rope = Rope::plain(theta);
     if let Some(scaling) = cfg.get("rope_scaling") {
         let kind = scaling

@@ -9,6 +9,7 @@
 //! - [`engine`]: one thread per model that owns it and decodes every request in flight
 //!   as one batch, greedily, until each reaches an end-of-turn token or its limit.
 
+pub mod batch_kv;
 pub mod chat;
 pub mod engine;
 pub mod gemma3;
@@ -38,8 +39,9 @@ use tokenizer::Tokenizer;
 use weights::{LoadError, Meta, Source};
 
 /// Bumped when a change here changes what a model generates (fingerprints change, so
-/// sweeps re-run the jobs).
-const VERSION: &str = "local-llm-2";
+/// sweeps re-run the jobs). 3: the tensor path (CUDA, half precision) decodes with
+/// batched attention and one product per weight per step, whose sums round differently.
+const VERSION: &str = "local-llm-3";
 
 /// Which file format a model comes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! attention per sequence over its own cache, so sequences of different lengths join and
 //! leave the batch at any step.
 
+use super::batch_kv::BatchKv;
 use super::plain::{Plain, PlainKv, PlainParts};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
@@ -149,6 +150,18 @@ impl Weight {
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
+            // As one `[rows, k]` product: candle multiplies a 3-d input as a batch of
+            // products against the broadcast weight, which reads the weight once per
+            // sequence of a decode step instead of once per step.
+            Weight::Candle(w) if x.rank() > 2 => {
+                let mut dims = x.dims().to_vec();
+                let k = *dims
+                    .last()
+                    .expect("a matrix product of a tensor with dimensions");
+                let y = w.forward(&x.reshape((x.elem_count() / k, k))?)?;
+                *dims.last_mut().expect("dims") = y.dim(1)?;
+                y.reshape(dims)
+            }
             Weight::Candle(w) => w.forward(x),
             Weight::Cpu(q) => {
                 let mut dims = x.dims().to_vec();
@@ -362,6 +375,19 @@ impl SeqCache {
         })
     }
 
+    /// The first `len` keys and values `[1, kv_heads, len, head_dim]` of `layer` (the
+    /// tensor path's; for moving a prefilled sequence into a [`BatchKv`]).
+    pub fn layer(&self, layer: usize, len: usize) -> Result<(Tensor, Tensor)> {
+        match (&self.k[layer], &self.v[layer]) {
+            (Some(k), Some(v)) if len <= self.len => {
+                Ok((k.narrow(2, 0, len)?, v.narrow(2, 0, len)?))
+            }
+            _ => candle_core::bail!(
+                "layer {layer} holds no {len} keys and values of the tensor path"
+            ),
+        }
+    }
+
     /// Appends `t` new keys and values `[1, kv_heads, t, head_dim]` of `layer` and returns
     /// the whole cached keys and values of that layer.
     fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
@@ -490,6 +516,11 @@ impl Transformer {
         self.use_plain = !tensors && self.plain.is_some();
     }
 
+    /// Whether forward passes run on the plain buffers (the CPU's default).
+    pub fn uses_plain_path(&self) -> bool {
+        self.plain().is_some()
+    }
+
     fn plain(&self) -> Option<&Plain> {
         self.plain.as_ref().filter(|_| self.use_plain)
     }
@@ -610,17 +641,36 @@ impl Transformer {
         let (n, t) = (tokens.len(), tokens[0].len());
         let flat: Vec<u32> = tokens.iter().flatten().copied().collect();
         let ids = Tensor::from_vec(flat, (n, t), &self.device)?;
-        let mut x = self.embed(&ids)?;
+        let x = self.embed(&ids)?;
         let ropes = [
             self.rope_slices(&self.rope_global, &starts, t)?,
             self.rope_slices(&self.rope_local, &starts, t)?,
         ];
+        let x = self.run_blocks(x, &ropes, |layer, block, h, (cos, sin), windowed| {
+            let (q, k, v) = self.qkv(block, h, cos, sin)?;
+            self.attention(layer, &q, &k, &v, caches, &starts, windowed)
+        })?;
+        for cache in caches.iter_mut() {
+            cache.len += t;
+        }
+        Ok(x)
+    }
+
+    /// The blocks over the residual stream `x`; `attend` gives a block's attention output
+    /// for its normed input (layer, block, input, the layer's rope, whether windowed).
+    fn run_blocks(
+        &self,
+        mut x: Tensor,
+        ropes: &[(Tensor, Tensor); 2],
+        mut attend: impl FnMut(usize, &Block, &Tensor, (&Tensor, &Tensor), bool) -> Result<Tensor>,
+    ) -> Result<Tensor> {
         let eps = self.config.rms_eps;
         for (layer, block) in self.blocks.iter().enumerate() {
             let windowed = self.config.layer_uses_window[layer];
             let (cos, sin) = &ropes[usize::from(windowed)];
             let h = block.attn_norm.forward(&x, eps)?;
-            let h = self.attention(layer, block, &h, cos, sin, caches, &starts, windowed)?;
+            let h = attend(layer, block, &h, (cos, sin), windowed)?;
+            let h = block.o.forward(&h)?;
             let h = match &block.post_attn_norm {
                 Some(norm) => norm.forward(&h, eps)?,
                 None => h,
@@ -634,10 +684,61 @@ impl Transformer {
             };
             x = (x + h)?;
         }
-        for cache in caches.iter_mut() {
-            cache.len += t;
-        }
         Ok(x)
+    }
+
+    /// A [`BatchKv`] for this model's decode steps.
+    pub fn batch_kv(&self) -> BatchKv {
+        let c = &self.config;
+        BatchKv::new(c.layers, c.kv_heads, c.head_dim, self.dtype, &self.device)
+    }
+
+    /// One decode step of every sequence a [`BatchKv`] holds (one new token each, in row
+    /// order) on the tensor path: the logits `[n, vocab]` in f32. Attention runs for all
+    /// sequences at once per layer, over their keys and values in the batch's buffers.
+    pub fn decode_batched(&self, tokens: &[u32], kv: &mut BatchKv) -> Result<Tensor> {
+        let n = tokens.len();
+        if n == 0 || n != kv.len() {
+            candle_core::bail!("decode: {n} tokens for {} sequences", kv.len());
+        }
+        let starts = kv.lens().to_vec();
+        if let Some(over) = starts.iter().find(|&&s| s + 1 > self.context_length()) {
+            candle_core::bail!(
+                "sequence of {} tokens exceeds the context length {}",
+                over + 1,
+                self.context_length()
+            );
+        }
+        let (positions, total) = kv.begin_step()?;
+        let masks = [
+            kv.mask(total, None)?,
+            kv.mask(total, self.config.sliding_window)?,
+        ];
+        let ids = Tensor::from_vec(tokens.to_vec(), (n, 1), &self.device)?;
+        let x = self.embed(&ids)?;
+        let ropes = [
+            self.rope_slices(&self.rope_global, &starts, 1)?,
+            self.rope_slices(&self.rope_local, &starts, 1)?,
+        ];
+        let c = &self.config;
+        let kv_ref = &*kv;
+        let x = self.run_blocks(x, &ropes, |layer, block, h, (cos, sin), windowed| {
+            let (q, k, v) = self.qkv(block, h, cos, sin)?;
+            let (k_all, v_all) = kv_ref.write(layer, &positions, &k, &v, total)?;
+            // [n, heads, 1, d] -> [n, kv_heads, rep, d]: the query heads that share a key
+            // head become rows of one product.
+            let q = q.reshape((n, c.kv_heads, c.heads / c.kv_heads, c.head_dim))?;
+            let scores = q.matmul(&k_all.t()?)?.to_dtype(DType::F32)?;
+            let scores = scores.broadcast_add(&masks[usize::from(windowed)])?;
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v_all.dtype())?;
+            probs
+                .matmul(&v_all)?
+                .reshape((n, c.heads, 1, c.head_dim))?
+                .transpose(1, 2)?
+                .reshape((n, 1, c.heads * c.head_dim))
+        })?;
+        kv.end_step();
+        self.head(&x.squeeze(1)?)
     }
 
     /// cos and sin for the new tokens: `[t, d/2]` for one sequence, `[n, 1, d/2]` for a
@@ -664,18 +765,15 @@ impl Transformer {
         ))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
+    /// A block's queries `[n, heads, t, d]` (scaled), keys and values `[n, kv_heads, t, d]`
+    /// of its normed input `x` `[n, t, hidden]`, rope applied.
+    fn qkv(
         &self,
-        layer: usize,
         block: &Block,
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        caches: &mut [&mut SeqCache],
-        starts: &[usize],
-        windowed: bool,
-    ) -> Result<Tensor> {
+    ) -> Result<(Tensor, Tensor, Tensor)> {
         let c = &self.config;
         let (n, t, _) = x.dims3()?;
         let (q, k, v) = match &block.qkv {
@@ -711,6 +809,24 @@ impl Transformer {
             ),
         };
         let q = (q * f64::from(c.attn_scale))?;
+        Ok((q, k, v))
+    }
+
+    /// Attention of each sequence over its own cache (the prefill, and the per-sequence
+    /// decode step); the output before the output projection, `[n, t, heads * d]`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: usize,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        caches: &mut [&mut SeqCache],
+        starts: &[usize],
+        windowed: bool,
+    ) -> Result<Tensor> {
+        let c = &self.config;
+        let (n, _, t, _) = q.dims4()?;
         let rep = c.heads / c.kv_heads;
         let window = if windowed { c.sliding_window } else { None };
         let mut outs = Vec::with_capacity(n);
@@ -759,12 +875,11 @@ impl Transformer {
                 .reshape((1, t, c.heads * c.head_dim))?;
             outs.push(out);
         }
-        let out = if outs.len() == 1 {
-            outs.pop().expect("one")
+        if outs.len() == 1 {
+            Ok(outs.pop().expect("one"))
         } else {
-            Tensor::cat(&outs, 0)?
-        };
-        block.o.forward(&out)
+            Tensor::cat(&outs, 0)
+        }
     }
 
     fn mlp(&self, block: &Block, x: &Tensor) -> Result<Tensor> {

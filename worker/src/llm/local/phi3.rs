@@ -100,7 +100,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
     let mut context = cfg
         .size_opt("max_position_embeddings", &limits::CONTEXT)?
         .unwrap_or(4096);
-    let mut rope = Rope::plain(cfg.f64_opt("rope_theta")?.unwrap_or(10_000.0) as f32);
+    let mut rope = Rope::plain(cfg.rope_theta()?.unwrap_or(10_000.0) as f32);
     if let Some(scaling) = cfg.get("rope_scaling") {
         let kind = scaling
             .get("rope_type")

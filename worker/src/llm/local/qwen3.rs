@@ -63,7 +63,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<Config, LoadError> {
             .unwrap_or(heads),
         head_dim,
         cfg.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
-        Rope::plain(cfg.f64_opt("rope_theta")?.unwrap_or(1_000_000.0) as f32),
+        Rope::plain(cfg.rope_theta()?.unwrap_or(1_000_000.0) as f32),
         cfg.size_opt("max_position_embeddings", &limits::CONTEXT)?
             .unwrap_or(40_960),
     ))
