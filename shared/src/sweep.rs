@@ -128,6 +128,14 @@ pub const PRESETS: &[EndpointPreset] = &[
         max_concurrency: 256,
         doc: "any OpenAI-compatible server (vLLM's default address; give api_model, and base_url and api_key_env where they differ)",
     },
+    EndpointPreset {
+        name: "vllm",
+        base_url: "http://127.0.0.1:8000/v1",
+        api_model: None,
+        api_key_env: None,
+        max_concurrency: 256,
+        doc: "a vLLM server (`vllm serve MODEL`, default port 8000) beside the worker; give api_model (the served name, e.g. Qwen/Qwen3-8B: thinking is turned off through chat_template_kwargs) and base_url where it differs",
+    },
 ];
 
 /// The preset of that name.

@@ -30,15 +30,35 @@ pub struct BenchLlmArgs {
     /// Tokens generated per prompt.
     #[arg(long, default_value_t = 128)]
     max_tokens: u32,
-    /// Comma-separated numbers of sequences in flight (1 = one at a time).
-    #[arg(long, default_value = "1,8", value_delimiter = ',')]
-    in_flight: Vec<usize>,
+    /// Comma-separated numbers of sequences in flight (1 = one at a time), each run over
+    /// the --prompts prompts, or over the first P of them when written N:P (`1:2,32:32`:
+    /// two prompts one at a time, then 32 together).
+    #[arg(long, default_value = "1,8", value_delimiter = ',', value_parser = parse_size)]
+    in_flight: Vec<(usize, Option<usize>)>,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Weight dtype of a safetensors model.
     #[arg(long)]
     dtype: Option<String>,
+    /// Report a prompt whose generation fails (one JSON line with its id and the error)
+    /// and go on with the others, instead of stopping: shows that one failing prompt (too
+    /// long for the GPU's memory, say) fails alone.
+    #[arg(long)]
+    keep_going: bool,
+}
+
+/// `N` or `N:P` of --in-flight.
+fn parse_size(text: &str) -> Result<(usize, Option<usize>), String> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{t:?} is not a whole number (N or N:PROMPTS)"))
+    };
+    match text.split_once(':') {
+        Some((n, p)) => Ok((number(n)?, Some(number(p)?))),
+        None => Ok((number(text)?, None)),
+    }
 }
 
 /// Runs the benchmark.
@@ -51,7 +71,7 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
     } else {
         Format::Gguf
     };
-    let max_batch = args.in_flight.iter().copied().max().unwrap_or(1).max(1);
+    let max_batch = args.in_flight.iter().map(|s| s.0).max().unwrap_or(1).max(1);
     let settings = LocalSettings {
         path: args.model.clone(),
         format,
@@ -78,19 +98,33 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
     let threads = credence_worker::embed::cpu_threads();
     // Warm-up: one short generation (first-touch of the weights, kernel packing).
     runtime.block_on(backend.run(&chats[0], 4, true))?;
-    for &in_flight in &args.in_flight {
+    for &(in_flight, prompts) in &args.in_flight {
         let in_flight = in_flight.max(1);
+        let chats = &chats[..prompts.unwrap_or(chats.len()).min(chats.len())];
         let started = Instant::now();
-        let results = runtime.block_on(async {
+        let outcomes = runtime.block_on(async {
             let mut out = Vec::with_capacity(chats.len());
             for group in chats.chunks(in_flight) {
                 let runs = group.iter().map(|c| backend.run(c, args.max_tokens, true));
-                for r in futures::future::join_all(runs).await {
-                    out.push(r?);
-                }
+                out.extend(futures::future::join_all(runs).await);
             }
-            Ok::<_, anyhow::Error>(out)
-        })?;
+            out
+        });
+        let mut results = Vec::with_capacity(outcomes.len());
+        for ((id, _), outcome) in inputs.iter().zip(outcomes) {
+            match outcome {
+                Ok(g) => results.push(g),
+                Err(e) if args.keep_going => println!(
+                    "{}",
+                    serde_json::json!({"impl": "credence", "in_flight": in_flight, "prompt": id,
+                                       "error": e.to_string()})
+                ),
+                Err(e) => anyhow::bail!("prompt {id}: {e}"),
+            }
+        }
+        if results.is_empty() {
+            continue;
+        }
         let wall = started.elapsed().as_secs_f64();
         let prompt_tokens: usize = results.iter().map(|g| g.prompt_tokens).sum();
         // Prefill speed counts the tokens run, not those whose keys and values an earlier

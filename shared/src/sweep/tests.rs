@@ -273,6 +273,21 @@ fn presets_fill_an_endpoint_and_the_model_overrides_them() {
         }
     );
     assert_eq!(s.models[1].prompt, PromptKind::Factscore);
+    // The vllm preset: vLLM's address, the served model named by the sweep.
+    let served = GOOD.replace(
+        "backend = \"gguf\"\npath = \"models/smol.gguf\"\n",
+        "preset = \"vllm\"\napi_model = \"Qwen/Qwen3-8B\"\n",
+    );
+    assert_eq!(
+        parse_str(&served).unwrap().models[1].backend,
+        ModelBackend::Openai {
+            base_url: "http://127.0.0.1:8000/v1".into(),
+            api_model: "Qwen/Qwen3-8B".into(),
+            api_key_env: None,
+            request_timeout_s: None,
+            max_concurrency: Some(256),
+        }
+    );
     // A recorded sweep from before these fields still loads.
     let old = r#"{"backend":"openai","base_url":"http://h/v1","api_model":"m","api_key_env":null}"#;
     let b: ModelBackend = serde_json::from_str(old).unwrap();
@@ -291,7 +306,7 @@ fn endpoint_mistakes_name_their_place() {
     for (replacement, want) in [
         (
             "preset = \"gpt-9\"\n",
-            r#"sweeps/x.toml:18:10: unknown preset "gpt-9"; expected one of gemini-2.5-flash, openai, phi-3-mini-128k, qwen3-8b, gemma-3-12b-it, smollm2-135m-instruct, gemma-3-270m"#,
+            r#"sweeps/x.toml:18:10: unknown preset "gpt-9"; expected one of gemini-2.5-flash, openai, vllm, phi-3-mini-128k, qwen3-8b, gemma-3-12b-it, smollm2-135m-instruct, gemma-3-270m"#,
         ),
         (
             "preset = \"openai\"\n",

@@ -1,0 +1,64 @@
+"""The rehearsal's table (Markdown) from its results.jsonl: per model and number in
+flight, credence's aggregate tokens/s (batched attention, and the per-sequence attention
+where measured), transformers' on the same weights, their ratio and credence's scaling
+over its single stream; then the paper sweep's projected generation time on this GPU.
+
+The projection: per local model, 8,800 decompositions plus 17,600 self-repair calls (the
+self_repair and all modes; an upper bound, since the early-exit guard skips examples
+that verify), ~200 generated tokens each, at the best measured aggregate speed.
+"""
+import json
+import sys
+
+GENERATIONS = 8_800 + 2 * 8_800
+TOKENS_EACH = 200
+
+
+def main():
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    by = {}
+    for r in rows:
+        if "aggregate_tok_s" not in r or r.get("step", "").startswith("out-of-memory"):
+            continue
+        impl = r["impl"]
+        if r.get("step", "").startswith("credence-per-sequence"):
+            impl = "credence per-sequence"
+        by.setdefault(r["model"], {}).setdefault(r["in_flight"], {})[impl] = r
+    out = ["| model | in flight | credence tok/s | per-sequence tok/s | transformers tok/s "
+           "| credence / transformers | credence / its single stream |",
+           "|---|---|---|---|---|---|---|"]
+    best = {}
+    for model, sizes in sorted(by.items()):
+        single = sizes.get(1, {}).get("credence", {}).get("aggregate_tok_s")
+        for n, impls in sorted(sizes.items()):
+            c = impls.get("credence", {}).get("aggregate_tok_s")
+            p = impls.get("credence per-sequence", {}).get("aggregate_tok_s")
+            t = impls.get("transformers", {}).get("aggregate_tok_s")
+            f = lambda x: f"{x:.1f}" if x else "-"
+            ratio = f"{c / t:.2f}x" if c and t else "-"
+            scale = f"{c / single:.1f}x" if c and single else "-"
+            out.append(f"| {model} | {n} | {f(c)} | {f(p)} | {f(t)} | {ratio} | {scale} |")
+            if c:
+                best[model] = max(best.get(model, 0), c)
+        extra = [r for s in sizes.values() for r in s.values() if r.get("decode_tok_s")]
+        for r in extra:
+            if r["impl"] == "credence":
+                out.append(f"|  | prefill {r['prefill_tok_s']:.0f} tok/s, single-stream decode "
+                           f"{r['decode_tok_s']:.1f} tok/s | | | | | |")
+    out.append("")
+    for r in rows:
+        if "error" in r:
+            out.append(f"- {r.get('step', '')}: prompt {r['prompt']} failed alone: {r['error']}")
+        elif r.get("step", "").startswith("out-of-memory"):
+            out.append(f"- {r['step']}: {r['prompts']} other prompts finished "
+                       f"({r['generated_tokens']} tokens)")
+    tokens = GENERATIONS * TOKENS_EACH
+    for model, speed in sorted(best.items()):
+        out.append(f"- {model}: {GENERATIONS:,} generations x {TOKENS_EACH} tokens = "
+                   f"{tokens / 1e6:.1f} M tokens at {speed:.0f} tok/s: "
+                   f"{tokens / speed / 3600:.1f} h on this GPU")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
