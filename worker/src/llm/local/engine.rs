@@ -4,10 +4,14 @@
 //! `max_batch`), its prompt is run alone (the prefill, which yields its first token),
 //! and from then on each step decodes one token for every sequence in flight in one
 //! forward pass. A sequence leaves the batch at its end-of-turn token or its limit and
-//! is answered at once; nothing of it stays behind (each has its own KV cache).
-//! Decoding is greedy (the lowest id wins a tie), so an answer depends only on its
-//! prompt: the same prompt gives the same bytes alone or in any batch, in any process
-//! (tested in `worker/tests/llm_local.rs`).
+//! is answered at once; nothing of it stays behind. On the CPU's plain path each
+//! sequence has its own KV cache; on the tensor path (CUDA, or half precision on a CPU)
+//! the sequences in flight are rows of one batched cache ([`BatchKv`]) that a step attends
+//! over at once, and free GPU memory bounds how many join: one that does not fit waits, or,
+//! alone, fails by itself. Decoding is greedy (the lowest id wins a tie), so an answer
+//! depends only on its prompt: on the CPU the same prompt gives the same bytes alone or in
+//! any batch, in any process (tested in `worker/tests/llm_local.rs` and, for the batched
+//! cache, `worker/tests/llm_device.rs`).
 //!
 //! Prefix reuse: the keys and values of the last few prompts are kept after their
 //! prefill, and a new prompt that starts with the same tokens (a prompt template's

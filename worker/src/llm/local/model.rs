@@ -5,11 +5,13 @@
 //! architecture's own file ([`super::llama`], [`super::qwen3`], [`super::phi3`],
 //! [`super::gemma3`]).
 //!
-//! Written on candle tensors so one code runs on CPU and CUDA. Each sequence has its own
-//! KV cache ([`SeqCache`]); a decode step runs the matrix products of every sequence in
-//! flight as one batch (each weight is read once per step, not once per sequence) and the
-//! attention per sequence over its own cache, so sequences of different lengths join and
-//! leave the batch at any step.
+//! Written on candle tensors so one code runs on CPU and CUDA. A prompt is prefilled into
+//! its own KV cache ([`SeqCache`]); a decode step runs the matrix products of every
+//! sequence in flight as one batch (each weight is read once per step, not once per
+//! sequence). Its attention runs either per sequence over each one's own cache
+//! ([`Transformer::forward`]) or, as the engine does on the tensor path (CUDA), for all of
+//! them at once over one batched cache ([`Transformer::decode_batched`], [`BatchKv`]), so
+//! sequences of different lengths join and leave the batch at any step.
 
 use super::batch_kv::BatchKv;
 use super::plain::{Plain, PlainKv, PlainParts};
