@@ -33,17 +33,19 @@ def main():
                                        add_generation_prompt=True) for t in texts]
     prompts = [p if isinstance(p, list) else list(p["input_ids"]) for p in prompts]
     started = time.time()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16,
-                                                 device_map="cuda", attn_implementation="sdpa")
+                                                 device_map=device, attn_implementation="sdpa")
     model.eval()
     load_s = time.time() - started
     pad = 0
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def run(batch):
         width = max(len(p) for p in batch)
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch], device="cuda")
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch], device=device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch],
-                            device="cuda")
+                            device=device)
         with torch.no_grad():
             out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
                                  max_new_tokens=args.max_tokens,
@@ -54,16 +56,17 @@ def main():
         size, count = (int(x) for x in item.split(":"))
         chosen = (prompts * (count // max(len(prompts), 1) + 1))[:count]
         run(chosen[:size])  # warm-up at this batch size
-        torch.cuda.synchronize()
+        sync()
         t0 = time.time()
         generated = sum(run(chosen[i:i + size]) for i in range(0, count, size))
-        torch.cuda.synchronize()
+        sync()
         wall = time.time() - t0
         print(json.dumps({"impl": "transformers", "model": args.model.rstrip("/").split("/")[-1],
                           "in_flight": size, "prompts": count, "generated_tokens": generated,
                           "aggregate_tok_s": generated / wall, "wall_s": wall,
                           "load_s": load_s,
-                          "peak_gpu_gb": torch.cuda.max_memory_allocated() / 1e9}), flush=True)
+                          "peak_gpu_gb": (torch.cuda.max_memory_allocated() / 1e9
+                                          if device == "cuda" else None)}), flush=True)
 
 
 if __name__ == "__main__":

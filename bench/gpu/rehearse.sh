@@ -9,7 +9,8 @@
 # time limit, and results are written to OUT_DIR as they come (results.jsonl, one JSON
 # line per measurement; log.txt; table.md at the end), so a rehearsal cut short still
 # leaves what it measured. Sized for under 8 minutes on one H100/H200. --tiny runs the
-# same steps at toy shapes on whatever device there is (the CPU in CI) to check the logic.
+# same steps at toy shapes on the CPU to check the logic (not yet part of CI, which has no
+# torch or transformers).
 # Needs python3 with torch and transformers (the GPU machines' image has them).
 # CREDENCE_SIZES and HF_SIZES (N:PROMPTS lists) and BASELINE (the per-sequence attention's
 # size, 0 to skip it) trim or widen it.

@@ -50,6 +50,15 @@ impl From<candle_core::Error> for KvError {
     }
 }
 
+impl From<KvError> for candle_core::Error {
+    fn from(e: KvError) -> Self {
+        match e {
+            KvError::Device(e) => e,
+            other => candle_core::Error::Msg(other.to_string()),
+        }
+    }
+}
+
 impl KvError {
     /// Whether more memory would have helped (the estimate, or the device's own
     /// out-of-memory error).
@@ -249,10 +258,7 @@ impl BatchKv {
     pub(crate) fn begin_step(&mut self) -> Result<(Tensor, usize)> {
         let n = self.lens.len();
         let total = self.lens.iter().max().map_or(0, |m| m + 1);
-        self.make_room().map_err(|e| match e {
-            KvError::Device(e) => e,
-            other => candle_core::Error::Msg(other.to_string()),
-        })?;
+        self.make_room()?;
         let per_row = self.kv_heads * self.head_dim;
         let positions: Vec<u32> = self
             .lens

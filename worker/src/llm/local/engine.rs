@@ -21,7 +21,7 @@
 //! same bytes as without reuse (tested in `worker/tests/llm_device.rs` and
 //! `worker/tests/llm_local.rs`).
 
-use super::batch_kv::{BatchKv, KvError};
+use super::batch_kv::BatchKv;
 use super::model::SeqCache;
 use super::weights::LoadError;
 use super::{LocalModel, LocalSettings};
@@ -238,8 +238,9 @@ impl Slot {
     }
 }
 
-/// The greedy choice of each row of `[n, vocab]` logits (NaN never wins; ties go to the
-/// lowest id). On a GPU the choice is made there and only the ids are copied back.
+/// The greedy choice of each row of `[n, vocab]` logits: on the CPU, NaN never wins and
+/// ties go to the lowest id; on a GPU, candle's argmax makes the choice there and only
+/// the ids are copied back.
 fn argmax_rows(logits: &Tensor) -> candle_core::Result<Vec<u32>> {
     if !logits.device().is_cpu() {
         return logits.argmax(candle_core::D::Minus1)?.to_vec1::<u32>();
@@ -421,7 +422,12 @@ fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
     // A prefilled sequence waiting for the memory to join the batch.
     let mut waiting: Option<Slot> = None;
     loop {
-        if let (Some(slot), Some(b)) = (waiting.take(), &mut batch) {
+        // A waiting sequence whose caller gave up leaves; one past its time limit fails.
+        let still_waiting = waiting
+            .take()
+            .filter(|s| !s.reply.is_closed())
+            .and_then(|s| s.check_deadline(Instant::now()).ok());
+        if let (Some(slot), Some(b)) = (still_waiting, &mut batch) {
             match join(b, slot, active.is_empty()) {
                 Joined::Running(slot) => active.push(slot),
                 Joined::Waiting(slot) => waiting = Some(slot),
@@ -517,10 +523,7 @@ fn decode_step(
         // sequence fails (alone) until the others fit.
         while let Err(e) = b.make_room() {
             let Some(i) = b.longest().filter(|_| e.is_memory()) else {
-                return Err(match e {
-                    KvError::Device(e) => e,
-                    other => candle_core::Error::Msg(other.to_string()),
-                });
+                return Err(e.into());
             };
             let slot = remove(active, Some(b), i)?;
             let _ = slot.reply.send(Err(EngineError::Model(format!(
