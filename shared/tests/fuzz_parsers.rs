@@ -10,7 +10,7 @@
 //! is written there before it runs, so one that kills the process (a stack overflow) is
 //! kept too.
 //!
-//! Budget per target: `CREDENCE_FUZZ_SECS` seconds, else 30 under CI (`CI` set, as
+//! Budget per target: `CREDENCE_FUZZ_SECS` seconds, else 15 under CI (`CI` set, as
 //! `scripts/test` does), else 3. A longer run (also in ARCHITECTURE.md):
 //! `CREDENCE_FUZZ_SECS=1800 cargo test --release -p credence-shared --test fuzz_parsers`.
 //! `CREDENCE_FUZZ_SEED=N` repeats a run's inputs (each run prints its seed).
@@ -90,7 +90,7 @@ fn budget() -> Duration {
     {
         return Duration::from_secs_f64(secs);
     }
-    Duration::from_secs(if skip::in_ci() { 30 } else { 3 })
+    Duration::from_secs(if skip::in_ci() { 15 } else { 3 })
 }
 
 /// The run's seed: `CREDENCE_FUZZ_SEED`, else the clock.

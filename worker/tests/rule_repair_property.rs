@@ -2,7 +2,8 @@
 //! the rule tier never raises n_viol, never raises the duplicate count and never lowers
 //! EPR. The claim lists are the two no-model decomposers' outputs on ClaimDecompBench-1000
 //! (AG News) and WikiSplitBench-1000, built from `../shared/data`: 4,000 lists, verified
-//! and repaired with the real parser and all-MiniLM-L6-v2.
+//! and repaired with the real parser and all-MiniLM-L6-v2, through the SQLite embedding
+//! cache a sweep uses.
 
 mod common;
 
@@ -10,6 +11,7 @@ use credence_shared::benchmarks::{self, Benchmark, BuildOptions};
 use credence_shared::cache::NoCache;
 use credence_shared::domain::{Example, Mode};
 use credence_shared::observe::NoObserver;
+use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
 use credence_worker::decompose::ConjunctionOracle;
 use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
@@ -84,10 +86,16 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
             references: &e.references,
         })
         .collect();
-    let before = scorer.score(&NoCache, &inputs).await.expect("scoring");
+    // The embedding cache a sweep scores through (its SQLite store): the rule tier then
+    // embeds only the claims it writes, as in a run, instead of every list again.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SqliteStore::open(&dir.path().join("cache.db"))
+        .await
+        .expect("the cache opens");
+    let before = scorer.score(&cache, &inputs).await.expect("scoring");
     let runner = ModeRunner {
         scorer: &scorer,
-        embeddings: &NoCache,
+        embeddings: &cache,
         generations: &NoCache,
         llm: None,
         observer: &NoObserver,
