@@ -102,17 +102,13 @@ pub async fn aggregate_config(
     store: &dyn Store,
     config: &ConfigRef,
 ) -> Result<Aggregation, StoreError> {
-    let spec_json = store
-        .run_spec(&config.run_id)
+    let spec = store
+        .recorded_sweep(&config.run_id)
         .await?
         .ok_or_else(|| StoreError::Corrupt {
             what: "aggregation",
             message: format!("run {:?} is not in the store", config.run_id),
         })?;
-    let spec: SweepSpec = serde_json::from_str(&spec_json).map_err(|e| StoreError::Corrupt {
-        what: "recorded sweep",
-        message: e.to_string(),
-    })?;
     let boot = spec.bootstrap.stats();
     let method = spec.bootstrap.ci;
     let values = std::sync::Arc::new(store.config_values(config).await?);

@@ -415,8 +415,13 @@ async fn recorded_sweep(
     job: &Job,
     store: &dyn Store,
 ) -> Result<Result<SweepSpec, String>, StoreError> {
-    let Some(spec_json) = store.run_spec(&job.run_id).await? else {
-        return Ok(Err(format!("run {:?} is not in the store", job.run_id)));
-    };
-    Ok(serde_json::from_str(&spec_json).map_err(|e| format!("the run's recorded sweep: {e}")))
+    match store.recorded_sweep(&job.run_id).await {
+        Ok(Some(sweep)) => Ok(Ok(sweep)),
+        Ok(None) => Ok(Err(format!("run {:?} is not in the store", job.run_id))),
+        // A record that does not parse fails the job; an unreachable store is retried.
+        Err(StoreError::Corrupt { message, .. }) => {
+            Ok(Err(format!("the run's recorded sweep: {message}")))
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -100,12 +100,10 @@ async fn gating_audit(args: GatingArgs) -> anyhow::Result<ExitCode> {
 
 async fn convergence_audit(args: ConvergenceArgs) -> anyhow::Result<ExitCode> {
     let store = args.store.open(&args.run).await?;
-    let spec_json = store
-        .run_spec(&args.run)
+    let sweep = store
+        .recorded_sweep(&args.run)
         .await?
         .context("the run has no recorded sweep")?;
-    let sweep: SweepSpec = serde_json::from_str(&spec_json)
-        .with_context(|| format!("reading run {:?}'s recorded sweep", args.run))?;
     let outputs = store.run_outputs(&args.run).await?;
     let groups = groups(&outputs, &args.model, &args.dataset);
     if groups.is_empty() {

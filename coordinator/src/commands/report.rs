@@ -4,7 +4,6 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use credence::report::{self, Format};
-use credence_shared::sweep::SweepSpec;
 use credence_shared::timing;
 use std::process::ExitCode;
 
@@ -69,23 +68,19 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         let stats = store.run_statistics(&args.run).await?;
-        let spec_json = store
-            .run_spec(&args.run)
+        let spec = store
+            .recorded_sweep(&args.run)
             .await?
             .context("the run has no recorded sweep")?;
-        let spec: SweepSpec = serde_json::from_str(&spec_json)
-            .with_context(|| format!("reading run {:?}'s recorded sweep", args.run))?;
         let timing = timing::table(&store.stage_seconds(&args.run).await?);
         let outputs = store.run_outputs(&args.run).await?;
         let compared = match &args.compare {
             None => None,
             Some(other) => {
-                let other_json = store
-                    .run_spec(other)
+                let other_spec = store
+                    .recorded_sweep(other)
                     .await?
                     .with_context(|| format!("no run {other:?} in the store to compare with"))?;
-                let other_spec: SweepSpec = serde_json::from_str(&other_json)
-                    .with_context(|| format!("reading run {other:?}'s recorded sweep"))?;
                 Some((other.as_str(), other_spec, store.run_outputs(other).await?))
             }
         };

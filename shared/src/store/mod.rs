@@ -14,6 +14,7 @@ use crate::dataset::LoadedDataset;
 use crate::domain::{Example, ExampleResult, Mode};
 use crate::job::Job;
 use crate::stats::ConfigValues;
+use crate::sweep::SweepSpec;
 use async_trait::async_trait;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -303,6 +304,22 @@ pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
 
     /// The sweep of a run as recorded by [`Store::record_plan`] (JSON), if the run exists.
     async fn run_spec(&self, run_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// The sweep of a run as recorded by [`Store::record_plan`], parsed: `None` when the
+    /// run is not in the store, [`StoreError::Corrupt`] when its record does not parse.
+    /// Every reader of a run's settings (the job handler, aggregation, the report, the
+    /// audit) goes through here.
+    async fn recorded_sweep(&self, run_id: &str) -> Result<Option<SweepSpec>, StoreError> {
+        let Some(json) = self.run_spec(run_id).await? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                what: "recorded sweep",
+                message: format!("run {run_id:?}: {e}"),
+            })
+    }
 
     /// The per-example values of every metric of a configuration, examples in dataset
     /// order; what [`crate::aggregation::aggregate_config`] computes on.

@@ -443,3 +443,36 @@ async fn a_shard_ending_past_u32_max_reads_its_examples() {
     let ids: Vec<&str> = ex.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["e4294967294", "e4294967295", "e4294967296"]);
 }
+
+#[tokio::test]
+async fn the_recorded_sweep_reads_back_typed_and_a_corrupt_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let ds = dataset();
+    let planned = [PlannedDatasetRecord { id: "d", data: &ds }];
+    let run = RunRecord {
+        run_id: "run".into(),
+        spec_json: spec_json(),
+    };
+    store.record_plan(&run, &planned, &jobs()).await.unwrap();
+    let sweep = store
+        .recorded_sweep("run")
+        .await
+        .unwrap()
+        .expect("recorded");
+    assert_eq!(serde_json::to_string(&sweep).unwrap(), spec_json());
+    assert_eq!(sweep.models[0].name, "m");
+    assert!(store.recorded_sweep("absent").await.unwrap().is_none());
+
+    sqlx::query("UPDATE runs SET spec_json = '{\"sweep\": 1}' WHERE run_id = 'run'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    match store.recorded_sweep("run").await {
+        Err(StoreError::Corrupt { what, message }) => {
+            assert_eq!(what, "recorded sweep");
+            assert!(message.starts_with("run \"run\": "), "{message}");
+        }
+        other => panic!("a corrupt record read as {other:?}"),
+    }
+}
