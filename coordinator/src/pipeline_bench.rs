@@ -9,7 +9,7 @@ use credence_shared::dataset;
 use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
 use credence_worker::decompose::{ConjunctionOracle, DecomposeContext, Decomposer};
-use credence_worker::pipeline::metrics::{Scorer, ScoringInput, StageSeconds};
+use credence_worker::pipeline::scoring::{Scorer, ScoringInput, StageSeconds};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::PathBuf;

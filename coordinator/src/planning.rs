@@ -6,7 +6,7 @@ use credence_shared::dataset::{self, LoadedDataset};
 use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
 use credence_shared::sweep::SweepSpec;
 use credence_worker::decompose::{self, Decomposer};
-use credence_worker::pipeline::metrics::Scorer;
+use credence_worker::pipeline::scoring::Scorer;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //!
 //! Domain types ([`domain`]), the sweep file format ([`sweep`]), the dataset format
 //! ([`dataset`]), job planning and content keys ([`job`]), the [`queue::Queue`] and
-//! [`store::Store`] traits with their engines, the caches ([`cache`]), and the metric math
-//! that needs no model ([`metrics`]), and the Prometheus endpoint of the distributed
+//! [`store::Store`] traits with their engines, the caches ([`cache`]), the model-free math
+//! that matches claims to references and to each other ([`matching`]: soft-F1, Jaccard,
+//! Semantic-F1's ablations, RR, difflib, the Hungarian assignment), and the Prometheus endpoint of the distributed
 //! engine's processes ([`telemetry`]). Text rules that need no model live here too: tier-1
 //! entities ([`entities`]), sentence boundaries ([`sentences`]), the paper's word lists
 //! ([`lexicon`]) and the benchmark builders ([`benchmarks`]). Nothing in this crate loads a model.
@@ -17,7 +18,7 @@ pub mod domain;
 pub mod entities;
 pub mod job;
 pub mod lexicon;
-pub mod metrics;
+pub mod matching;
 pub mod observe;
 pub mod queue;
 pub mod sentences;

@@ -2,7 +2,7 @@
 //! .ratio()` on the pairs in `tests/fixtures/difflib_ratio.jsonl` (made by
 //! `tests/fixtures/make_difflib_fixture.py`).
 
-use credence_shared::metrics::difflib::ratio;
+use credence_shared::matching::difflib::ratio;
 use serde::Deserialize;
 
 const FIXTURE: &str = concat!(

@@ -12,8 +12,8 @@
 
 use crate::decompose::{DecomposeContext, DecomposeError, Decomposer, Decomposition};
 use crate::embed::EmbedError;
-use crate::pipeline::metrics::{Scorer, ScorerLoadError, ScoringError, ScoringInput};
 use crate::pipeline::modes::{ModeError, ModeRunner};
+use crate::pipeline::scoring::{Scorer, ScorerLoadError, ScoringError, ScoringInput};
 use credence_shared::domain::{Example, ExampleResult};
 use credence_shared::job::Job;
 use credence_shared::observe::{JobObserver, ObservedEmbeddings, Stage, StageTimes};

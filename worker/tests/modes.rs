@@ -15,9 +15,9 @@ use credence_shared::sweep::{EncoderSpec, NlpSpec, PromptKind, VerifierSettings}
 use credence_worker::decompose::{Decomposer, LlmDecomposer};
 use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
 use credence_worker::llm::retry::RetryPolicy;
-use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
 use credence_worker::pipeline::modes::{Gate, ModeOutcome, ModeRunner, ModeTrace};
 use credence_worker::pipeline::repair::llm::SelfRepairOutcome;
+use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
 use llm_server::{LlmServer, Reply};
 use std::sync::Arc;
 use std::time::Duration;

@@ -150,8 +150,8 @@ mod tier {
     use super::common;
     use credence_shared::store::sqlite::SqliteStore;
     use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
-    use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
     use credence_worker::pipeline::repair::{RepairAction, RuleRepair, RuleRepairConfig};
+    use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
 
     struct Setup {
         scorer: Scorer,

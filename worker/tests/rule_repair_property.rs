@@ -14,8 +14,8 @@ use credence_shared::observe::NoObserver;
 use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
 use credence_worker::decompose::ConjunctionOracle;
-use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
 use credence_worker::pipeline::modes::ModeRunner;
+use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
 
 fn corpus(name: &str) -> Option<std::path::PathBuf> {
     common::require(common::shared_data().join(name), name)

@@ -6,7 +6,7 @@
 
 mod common;
 
-use credence_shared::metrics::semantic::CosineMatrix;
+use credence_shared::matching::semantic::CosineMatrix;
 use credence_worker::nlp::{Doc, Nlp};
 use credence_worker::pipeline::verify::{
     atomicity_boundaries, AtomicityRecord, AtomicityRule, Verifier, VerifierConfig, VerifierReport,

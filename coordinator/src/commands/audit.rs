@@ -13,7 +13,7 @@ use credence_shared::store::{Store, StoredOutput};
 use credence_shared::sweep::SweepSpec;
 use credence_shared::Example;
 use credence_worker::pipeline::convergence;
-use credence_worker::pipeline::metrics::Scorer;
+use credence_worker::pipeline::scoring::Scorer;
 use std::process::ExitCode;
 use std::time::Instant;
 

@@ -13,8 +13,8 @@ use credence_shared::sweep::{
     LOCAL_PRESETS, PRESETS,
 };
 use credence_worker::decompose::{self, DecomposeContext};
-use credence_worker::pipeline::metrics::{Scorer, ScoringInput};
 use credence_worker::pipeline::modes::ModeRunner;
+use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -5,7 +5,7 @@ use super::flags;
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args};
 use credence::jsonl::read_text_lines;
-use credence_shared::metrics::semantic::CosineMatrix;
+use credence_shared::matching::semantic::CosineMatrix;
 use credence_worker::embed::{self, Encoder, EncoderOptions};
 use credence_worker::nlp::Nlp;
 use credence_worker::pipeline::verify::{AtomicityRecord, Verifier, VerifierConfig};

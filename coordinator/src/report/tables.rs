@@ -8,7 +8,7 @@
 
 use credence_shared::audit;
 use credence_shared::domain::{ExampleMetrics, Mode, Per};
-use credence_shared::metrics::semantic::redundancy_rate_at;
+use credence_shared::matching::semantic::redundancy_rate_at;
 use credence_shared::store::{AggregateRecord, ComparisonRecord, RunStatistics, StoredOutput};
 use credence_shared::sweep::{ModelBackend, PromptKind, SweepSpec};
 use credence_shared::timing::TimingRow;

@@ -3,7 +3,7 @@
 //! embedding cache in front of an encoder ([`cached::CachedEncoder`]).
 //!
 //! Semantic-F1, the redundancy check and entity responsibility all run on these vectors;
-//! the metric math itself lives in `credence_shared::metrics::semantic`.
+//! the metric math itself lives in `credence_shared::matching::semantic`.
 //!
 //! ```no_run
 //! use credence_worker::embed::{load_encoder, Encoder, EncoderOptions};

@@ -3,9 +3,9 @@
 //! claims, with the verifier's figures after each pass. The arithmetic over the
 //! trajectories (T1-T4, "P2 better") is `credence_shared::audit`.
 
-use super::metrics::{Scorer, ScoringInput};
 use super::modes::ModeError;
 use super::repair::{RepairAction, RuleRepair, RuleRepairConfig};
+use super::scoring::{Scorer, ScoringInput};
 use crate::nlp::Doc;
 use credence_shared::audit::PassPoint;
 use credence_shared::cache::EmbeddingCache;
@@ -88,7 +88,7 @@ async fn score(
     cache: &dyn EmbeddingCache,
     examples: &[Example],
     claims: &[Vec<Claim>],
-) -> Result<Vec<super::metrics::Scored>, ModeError> {
+) -> Result<Vec<super::scoring::Scored>, ModeError> {
     if examples.is_empty() {
         return Ok(Vec::new());
     }
@@ -104,7 +104,7 @@ async fn score(
     Ok(scorer.score(cache, &inputs).await?.examples)
 }
 
-fn point(s: &super::metrics::Scored, changed: bool, rolled_back: bool) -> PassPoint {
+fn point(s: &super::scoring::Scored, changed: bool, rolled_back: bool) -> PassPoint {
     PassPoint {
         n_claims: s.report.atomicity.len(),
         avr: s.report.avr,

@@ -11,9 +11,9 @@
 //! the base (`pipeline_version = 'none'`) and `all` is the gate and the rule tier. What
 //! each example went through is recorded as a [`ModeTrace`] (the `repair` column).
 
-use super::metrics::{Scored, ScoredShard, Scorer, ScoringError, ScoringInput, StageSeconds};
 use super::repair::llm::{self as self_repair, SelfRepairError, SelfRepairOutcome};
 use super::repair::RepairAction;
+use super::scoring::{Scored, ScoredShard, Scorer, ScoringError, ScoringInput, StageSeconds};
 use super::verify::VerifierReport;
 use crate::decompose::LlmHandle;
 use credence_shared::cache::{EmbeddingCache, GenerationCache};

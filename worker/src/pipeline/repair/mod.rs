@@ -21,7 +21,7 @@ pub mod split;
 use crate::nlp::Doc;
 use crate::pipeline::verify::{Verifier, VerifierReport};
 use async_trait::async_trait;
-use credence_shared::metrics::semantic::CosineMatrix;
+use credence_shared::matching::semantic::CosineMatrix;
 use credence_shared::Claim;
 use serde::{Deserialize, Serialize};
 use split::{split_claim, tidy, SplitOptions, SplitRule};

@@ -42,7 +42,7 @@ pub use redundancy::{DuplicatePair, RepetitionReport};
 pub use self_containment::PronounFlag;
 
 use crate::nlp::Doc;
-use credence_shared::metrics::semantic::CosineMatrix;
+use credence_shared::matching::semantic::CosineMatrix;
 use serde::{Deserialize, Serialize};
 
 /// The verifier's thresholds and switches.

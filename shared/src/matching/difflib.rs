@@ -28,7 +28,7 @@ const AUTOJUNK_MIN_LEN: usize = 200;
 /// broken by position in `a` first.
 ///
 /// ```
-/// use credence_shared::metrics::difflib::ratio;
+/// use credence_shared::matching::difflib::ratio;
 ///
 /// assert_eq!(ratio("abcd", "bcde"), 0.75);
 /// assert_eq!(ratio("", ""), 1.0);
@@ -55,7 +55,7 @@ pub struct Match {
 /// code points of two strings.
 ///
 /// ```
-/// use credence_shared::metrics::difflib::{Match, SequenceMatcher};
+/// use credence_shared::matching::difflib::{Match, SequenceMatcher};
 ///
 /// let matcher = SequenceMatcher::new("abxcd", "abcd");
 /// assert_eq!(

@@ -17,7 +17,7 @@ pub struct Assignment {
 /// Weights must be finite. An empty side gives an empty assignment.
 ///
 /// ```
-/// use credence_shared::metrics::hungarian::max_weight_assignment;
+/// use credence_shared::matching::hungarian::max_weight_assignment;
 /// let w = [[0.9, 0.8], [0.85, 0.1], [0.0, 0.2]];
 /// let a = max_weight_assignment(3, 2, |i, j| w[i][j]);
 /// assert_eq!(a.pairs, vec![(0, 1), (1, 0)]);

@@ -28,7 +28,7 @@ impl SoftF1 {
 /// An empty side gives [`SoftF1::ZERO`].
 ///
 /// ```
-/// use credence_shared::metrics::soft_f1::greedy_soft_f1;
+/// use credence_shared::matching::soft_f1::greedy_soft_f1;
 /// let sims = [[1.0, 0.0], [0.5, 0.0]];
 /// let s = greedy_soft_f1(2, 2, |i, j| sims[i][j]);
 /// assert_eq!(s.precision, 0.75);

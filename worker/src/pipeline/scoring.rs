@@ -11,10 +11,10 @@ use crate::pipeline::repair::{RepairError, RepairTools, RuleRepair, RuleRepairCo
 use crate::pipeline::verify::{Verifier, VerifierConfig, VerifierReport};
 use credence_shared::cache::EmbeddingCache;
 use credence_shared::domain::ExampleMetrics;
-use credence_shared::metrics::semantic::{
+use credence_shared::matching::semantic::{
     semantic_f1, semantic_f1_hungarian, semantic_f1_tanimoto, semantic_f1_thresholded, CosineMatrix,
 };
-use credence_shared::metrics::soft_f1::{jaccard_f1, SoftF1};
+use credence_shared::matching::soft_f1::{jaccard_f1, SoftF1};
 use credence_shared::observe::{Stage, StageTimes};
 use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
 use credence_shared::Claim;

@@ -20,7 +20,7 @@ impl CosineMatrix {
     /// callers pass vectors of one encoder, which all have its dimension.
     ///
     /// ```
-    /// use credence_shared::metrics::semantic::CosineMatrix;
+    /// use credence_shared::matching::semantic::CosineMatrix;
     /// let m = CosineMatrix::new(&[vec![1.0, 0.0]], &[vec![0.0, 2.0], vec![3.0, 3.0]]);
     /// assert_eq!(m.get(0, 0), 0.0);
     /// assert!((m.get(0, 1) - 0.5f64.sqrt()).abs() < 1e-12);
@@ -78,7 +78,7 @@ impl CosineMatrix {
 /// references, F1 = 2PR/(P+R). Unconstrained max, no threshold.
 ///
 /// ```
-/// use credence_shared::metrics::semantic::{semantic_f1, CosineMatrix};
+/// use credence_shared::matching::semantic::{semantic_f1, CosineMatrix};
 /// let c = vec![vec![1.0f32, 0.0], vec![0.0, 1.0]];
 /// assert_eq!(semantic_f1(&CosineMatrix::new(&c, &c)).f1, 1.0);
 /// ```

@@ -1,8 +1,0 @@
-//! Metric math that needs no model: Python's difflib ratio, word-set Jaccard, the greedy
-//! soft-F1 that both Jaccard-F1 and Semantic-F1 are built on, the Semantic-F1 ablations
-//! and redundancy rate over embedding cosines, and the Hungarian assignment.
-
-pub mod difflib;
-pub mod hungarian;
-pub mod semantic;
-pub mod soft_f1;
