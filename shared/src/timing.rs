@@ -118,27 +118,6 @@ pub fn table(rows: &[StageRow]) -> Vec<TimingRow> {
         .collect()
 }
 
-/// The table as aligned text.
-pub fn render(table: &[TimingRow]) -> String {
-    let mut out = format!(
-        "{:<28} {:<12} {:>8} {:>10} {:>10} {:>10} {:>10}\n",
-        "model", "mode", "examples", "mean s", "std s", "p50 s", "ex/min"
-    );
-    for r in table {
-        out.push_str(&format!(
-            "{:<28} {:<12} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.1}\n",
-            r.model,
-            r.mode.as_str(),
-            r.examples,
-            r.mean,
-            r.std,
-            r.p50,
-            r.per_minute
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use credence::report::text;
 use credence_shared::audit::{self, ConvergenceRow};
 use credence_shared::domain::Mode;
 use credence_shared::store::{Store, StoredOutput};
@@ -93,7 +94,7 @@ async fn gating_audit(args: GatingArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print!("{}", audit::render_gating(&rows));
+        print!("{}", text::gating(&rows));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -121,7 +122,7 @@ async fn convergence_audit(args: ConvergenceArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print!("{}", audit::render_convergence(&rows));
+        print!("{}", text::convergence(&rows));
     }
     Ok(ExitCode::SUCCESS)
 }

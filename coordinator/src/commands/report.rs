@@ -63,7 +63,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&table)?);
             } else {
-                print!("{}", timing::render(&table));
+                print!("{}", report::text::timing(&table));
             }
             return Ok(ExitCode::SUCCESS);
         }

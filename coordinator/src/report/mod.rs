@@ -1,10 +1,11 @@
 //! Reports of a finished run: every aggregate and comparison, and the paper's tables
 //! ([`tables`]) in Markdown, LaTeX, CSV or JSON ([`render`]), or an HTML page with
-//! plots ([`html`]).
+//! plots ([`html`]); the audits and the timing table as terminal text ([`text`]).
 
 pub mod html;
 pub mod render;
 pub mod tables;
+pub mod text;
 
 use credence_shared::store::RunStatistics;
 use serde_json::{json, Value};
