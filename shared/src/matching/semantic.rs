@@ -93,7 +93,7 @@ pub fn semantic_f1_hungarian(cos: &CosineMatrix) -> SoftF1 {
         return SoftF1::ZERO;
     }
     let total = max_weight_assignment(cos.rows, cos.cols, |i, j| cos.get(i, j)).total;
-    from_precision_recall(total / cos.rows as f64, total / cos.cols as f64)
+    SoftF1::from_precision_recall(total / cos.rows as f64, total / cos.cols as f64)
 }
 
 /// Ablation: average-max with cosines below `tau` (the paper uses 0.90) counted as 0.
@@ -145,19 +145,6 @@ pub fn redundancy_rate_at(later_cos: &[Option<f64>], tau: f64) -> f64 {
     }
     let dups = later_cos.iter().flatten().filter(|&&c| c >= tau).count();
     dups as f64 / later_cos.len() as f64
-}
-
-fn from_precision_recall(precision: f64, recall: f64) -> SoftF1 {
-    let f1 = if precision + recall > 0.0 {
-        2.0 * precision * recall / (precision + recall)
-    } else {
-        0.0
-    };
-    SoftF1 {
-        precision,
-        recall,
-        f1,
-    }
 }
 
 #[cfg(test)]

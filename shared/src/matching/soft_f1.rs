@@ -21,6 +21,21 @@ impl SoftF1 {
         recall: 0.0,
         f1: 0.0,
     };
+
+    /// The score with these precision and recall: F1 is their harmonic mean, 0 when
+    /// both are 0.
+    pub fn from_precision_recall(precision: f64, recall: f64) -> SoftF1 {
+        let f1 = if precision + recall > 0.0 {
+            2.0 * precision * recall / (precision + recall)
+        } else {
+            0.0
+        };
+        SoftF1 {
+            precision,
+            recall,
+            f1,
+        }
+    }
 }
 
 /// Greedy soft-F1 for `n_pred` predictions and `n_ref` references, where `sim(i, j)` is
@@ -51,16 +66,7 @@ pub fn greedy_soft_f1(n_pred: usize, n_ref: usize, sim: impl Fn(usize, usize) ->
     }
     let precision = p_sum / n_pred as f64;
     let recall = best_ref.iter().sum::<f64>() / n_ref as f64;
-    let f1 = if precision + recall > 0.0 {
-        2.0 * precision * recall / (precision + recall)
-    } else {
-        0.0
-    };
-    SoftF1 {
-        precision,
-        recall,
-        f1,
-    }
+    SoftF1::from_precision_recall(precision, recall)
 }
 
 /// Jaccard tokens: lower-cased words split on Unicode word boundaries, punctuation dropped.

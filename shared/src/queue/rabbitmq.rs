@@ -160,25 +160,10 @@ impl RabbitQueue {
         let Some(link) = self.inner.link.lock().await.take() else {
             return;
         };
-        if !link.connection.status().connected() {
-            return;
-        }
-        if let Err(e) = link.connection.close(200, "bye").await {
-            tracing::debug!(error = %e, "closing the broker connection");
-            return;
-        }
-        // The close is answered before lapin's I/O thread has stopped; a runtime that
-        // shuts down under that thread makes it log errors. Wait for it (briefly: a
-        // closed connection's I/O loop ends at once).
+        close_connection(link.connection).await;
+        // Dropped only now: the last handle of a channel that still reads as open closes
+        // it on its own, racing the connection's close.
         drop(link.publisher);
-        let connection = link.connection;
-        let io_loop = tokio::task::spawn_blocking(move || connection.run());
-        if tokio::time::timeout(Duration::from_secs(5), io_loop)
-            .await
-            .is_err()
-        {
-            tracing::debug!("the broker connection's I/O loop did not stop within 5 s");
-        }
     }
 
     /// `host:port/vhost` of the broker.
@@ -199,27 +184,26 @@ impl RabbitQueue {
         format!("{}.dead", self.inner.settings.namespace)
     }
 
-    async fn open_link(&self) -> Result<Link, QueueError> {
+    /// A new connection to the broker (10 s to answer), with nothing declared on it.
+    async fn connect_once(&self) -> Result<Connection, QueueError> {
         let props = ConnectionProperties::default()
             .with_connection_name(LongString::from("credence"))
             .with_executor(tokio_executor_trait::Tokio::current())
             .with_reactor(tokio_reactor_trait::Tokio);
         let connect = Connection::connect(&self.inner.settings.url, props);
-        let connection = match tokio::time::timeout(Duration::from_secs(10), connect).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                return Err(QueueError::Connect {
-                    location: self.inner.location.clone(),
-                    message: e.to_string(),
-                })
-            }
-            Err(_) => {
-                return Err(QueueError::Connect {
-                    location: self.inner.location.clone(),
-                    message: "no answer within 10 s".into(),
-                })
-            }
+        let failed = |message: String| QueueError::Connect {
+            location: self.inner.location.clone(),
+            message,
         };
+        match tokio::time::timeout(Duration::from_secs(10), connect).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(failed(e.to_string())),
+            Err(_) => Err(failed("no answer within 10 s".into())),
+        }
+    }
+
+    async fn open_link(&self) -> Result<Link, QueueError> {
+        let connection = self.connect_once().await?;
         let publisher = publisher_channel(&connection).await?;
         let dead = self.dead_letter_queue();
         publisher
@@ -458,6 +442,27 @@ impl RabbitQueue {
 }
 
 /// A channel in confirm mode, for publishing.
+/// Closes `connection` (every channel on it with it) with a clean AMQP close and waits
+/// for lapin's I/O loop to stop: the close is answered before that thread has stopped,
+/// and a runtime that shuts down under it makes it log errors (a closed connection's
+/// loop ends at once, so the wait is brief).
+async fn close_connection(connection: Connection) {
+    if !connection.status().connected() {
+        return;
+    }
+    if let Err(e) = connection.close(200, "bye").await {
+        tracing::debug!(error = %e, "closing the broker connection");
+        return;
+    }
+    let io_loop = tokio::task::spawn_blocking(move || connection.run());
+    if tokio::time::timeout(Duration::from_secs(5), io_loop)
+        .await
+        .is_err()
+    {
+        tracing::debug!("the broker connection's I/O loop did not stop within 5 s");
+    }
+}
+
 async fn publisher_channel(connection: &Connection) -> Result<Channel, QueueError> {
     let channel = connection
         .create_channel()

@@ -1,12 +1,12 @@
 //! The dead-letter queue of a namespace: listing it (`credence dlq list`) and moving
 //! chosen messages back to the queues they came from (`credence dlq replay`).
 //!
-//! Both read the queue with `basic.get` on a channel of their own without acking; a
-//! listed message stays where it is (closing the channel returns it), a replayed one is
+//! Both read the queue with `basic.get` on a connection of their own without acking; a
+//! listed message stays where it is (closing the connection returns it), a replayed one is
 //! re-published to its queue with a confirm and only then acked here.
 
 use super::consume::as_u64;
-use super::{broker, RabbitQueue};
+use super::{broker, close_connection, RabbitQueue};
 use crate::queue::{DeadLetter, QueueError};
 use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::{AMQPValue, FieldTable};
@@ -84,13 +84,17 @@ impl RabbitQueue {
         &self,
         select: impl Fn(&DeadLetter) -> bool + Send,
     ) -> Result<(Vec<DeadLetter>, Vec<DeadLetter>), QueueError> {
-        let channel = {
-            let guard = self.live_link().await?;
-            let link = guard.as_ref().ok_or(QueueError::Closed)?;
-            link.connection
-                .create_channel()
-                .await
-                .map_err(broker("open channel"))?
+        // The dead-letter queue is declared on the main connection.
+        drop(self.live_link().await?);
+        // A connection of its own, closed as a whole when done: closing a channel just
+        // before its connection can make lapin remove it twice and log a connection error.
+        let connection = self.connect_once().await?;
+        let channel = match connection.create_channel().await {
+            Ok(channel) => channel,
+            Err(e) => {
+                close_connection(connection).await;
+                return Err(broker("open channel")(e));
+            }
         };
         let dead = self.dead_letter_queue();
         let mut all = Vec::new();
@@ -122,10 +126,9 @@ impl RabbitQueue {
             Ok::<_, QueueError>(())
         }
         .await;
-        // Closing the channel returns every message we read but did not replay.
-        if let Err(e) = channel.close(200, "dead letters read").await {
-            tracing::warn!(error = %e, "closing the dead-letter channel");
-        }
+        // Closing the connection returns every message read but not replayed.
+        close_connection(connection).await;
+        drop(channel);
         result?;
         Ok((all, replayed))
     }
