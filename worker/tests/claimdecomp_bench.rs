@@ -3,8 +3,7 @@
 //! hand-checked examples, the sha256 in the dataset card, and a malformed CSV line.
 //! Under `CI=true` a missing corpus fails the test; elsewhere it is skipped.
 
-#[path = "../../shared/tests/support/skip.rs"]
-mod skip;
+use crate::common::skip;
 
 use credence_shared::benchmarks::{self, claimdecomp, Benchmark, BuildOptions};
 use credence_shared::entities::tier1_epr;

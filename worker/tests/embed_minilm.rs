@@ -2,7 +2,7 @@
 //! `../shared/data/minilm-golden/` (made by sentence-transformers 6.2.0, see its README),
 //! and invariance of the vectors to batch size and input order.
 
-mod common;
+use crate::common;
 
 use credence_worker::embed::{
     load_encoder, Backend, BertEncoder, Encoder, EncoderOptions, Pooling,

@@ -2,7 +2,7 @@
 //! CLS encoder can be had here), mean pooling, prefixes, truncation and the tokenizer
 //! overrides, each checked against candle's BERT run by hand on the same folder.
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};

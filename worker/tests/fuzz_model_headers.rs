@@ -8,14 +8,13 @@
 //!
 //! Time budget: `CREDENCE_FUZZ_SECS` seconds for each of the two targets, else 15 when
 //! `CI` is set (30 s in all) and 2.5 otherwise. A longer run:
-//! `CREDENCE_FUZZ_SECS=600 cargo test -p credence-worker --test fuzz_model_headers -- --nocapture`.
+//! `CREDENCE_FUZZ_SECS=600 cargo test -p credence-worker --test integration fuzz_model_headers:: -- --nocapture`.
 //! `CREDENCE_FUZZ_SEED` fixes the run's seed (printed at the start; each input's own seed
 //! is derived from it and its index); `CREDENCE_FUZZ_REPLAY=<file>` loads one saved input
 //! (its name says `gguf` or `safetensors`). `CREDENCE_FUZZ_WRITE_CORPUS=1` rewrites the
 //! corpus from `support/tiny_llm.rs` first.
 
-#[path = "support/tiny_llm.rs"]
-mod tiny;
+use crate::support::tiny_llm as tiny;
 
 use credence_worker::llm::local::model::SeqCache;
 use credence_worker::llm::local::{Format, LocalModel};

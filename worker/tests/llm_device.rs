@@ -5,8 +5,7 @@
 //! logits of the CPU's plain-buffer path, for a whole prompt and token by token in a
 //! batch. On the CPU the device side runs candle's tensor path, the one CUDA runs.
 
-#[path = "support/tiny_llm.rs"]
-mod tiny;
+use crate::support::tiny_llm as tiny;
 
 use credence_worker::llm::local::{Format, LocalBackend, LocalModel, LocalSettings};
 use credence_worker::llm::ChatMessage;

@@ -4,12 +4,9 @@
 //! generation that stops at `max_new_tokens` says so; a completion holding a NUL is stored
 //! the same way by SQLite and PostgreSQL.
 
-#[path = "support/llm_server.rs"]
-mod llm_server;
-#[path = "../../shared/tests/support/mod.rs"]
-mod servers;
-#[path = "support/tiny_llm.rs"]
-mod tiny_llm;
+use crate::servers;
+use crate::support::llm_server;
+use crate::support::tiny_llm;
 
 use credence_shared::cache::GenerationCache;
 use credence_shared::store::postgres::PgStore;

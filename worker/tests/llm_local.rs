@@ -5,7 +5,7 @@
 //! `fixtures/llm_local/` were written by `scripts/make_llm_fixtures.py` with
 //! llama-cpp-python.
 
-mod common;
+use crate::common;
 
 use credence_worker::llm::local::engine::Finish;
 use credence_worker::llm::local::model::SeqCache;

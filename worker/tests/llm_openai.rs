@@ -5,8 +5,7 @@
 //! many requests in flight. Hostile answers: a `Retry-After` too long for a `Duration`,
 //! an error body quoting the key across the excerpt's cut, an answer past the body cap.
 
-#[path = "support/llm_server.rs"]
-mod llm_server;
+use crate::support::llm_server;
 
 use credence_shared::domain::Example;
 use credence_shared::observe::NoObserver;

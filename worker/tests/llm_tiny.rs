@@ -5,8 +5,7 @@
 //! a whole prompt and token by token through the KV cache and a batch of sequences of
 //! different lengths.
 
-#[path = "support/tiny_llm.rs"]
-mod tiny;
+use crate::support::tiny_llm as tiny;
 
 use candle_core::{DType, Device, Tensor};
 use credence_worker::llm::local::model::SeqCache;

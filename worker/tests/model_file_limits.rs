@@ -4,8 +4,7 @@
 //! `vec!` aborted it; a zero head count divided by zero on the first prompt). Each test
 //! writes a tiny valid model (`support/tiny_llm.rs`) and corrupts one field.
 
-#[path = "support/tiny_llm.rs"]
-mod tiny;
+use crate::support::tiny_llm as tiny;
 
 use candle_core::quantized::gguf_file::Value as V;
 use credence_worker::llm::local::model::SeqCache;

@@ -4,9 +4,8 @@
 //! empty or unparseable answer keeps the previous claims, `keep_if_not_worse` rolls a
 //! worse answer back, and the self-repair prompt lists the verifier's findings.
 
-mod common;
-#[path = "support/llm_server.rs"]
-mod llm_server;
+use crate::common;
+use crate::support::llm_server;
 
 use credence_shared::domain::{Example, Mode};
 use credence_shared::observe::NoObserver;

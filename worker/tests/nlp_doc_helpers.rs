@@ -2,7 +2,7 @@
 //! (`Token.children`, `conjuncts`, `left_edge`/`right_edge`, `doc.ents`), recorded with
 //! `nlp("Alice and Bob visited Paris and Rome, and the city was praised.")`.
 
-mod common;
+use crate::common;
 
 use credence_worker::nlp::Nlp;
 

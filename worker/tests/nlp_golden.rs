@@ -3,7 +3,7 @@
 //! `../shared/nlp/reference_numpy/eval/make_golden.py`): tokenization, feature ids,
 //! tags, POS, morphology, heads, labels, sentence starts and entities, all identical.
 
-mod common;
+use crate::common;
 
 use credence_worker::nlp::{Doc, Nlp};
 use serde::Deserialize;

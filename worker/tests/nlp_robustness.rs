@@ -2,7 +2,7 @@
 //! 50,000-character text, control characters, emoji and combining marks. Each result
 //! must be a well-formed doc whose tokens spell the input exactly, as spaCy's do.
 
-mod common;
+use crate::common;
 
 use credence_worker::nlp::{Doc, Nlp};
 

@@ -4,7 +4,7 @@
 //! recorded in `worker/tests/fixtures/senter_golden.jsonl`. Every text's sentences must
 //! be spaCy's, and the baseline's claims their exact text.
 
-mod common;
+use crate::common;
 
 use credence_worker::decompose::SentenceSplit;
 use credence_worker::nlp::Nlp;

@@ -1,7 +1,7 @@
 //! The rule tier's splitters on the real parser: each splitter, the frames they copy,
 //! and the clauses they refuse to split.
 
-mod common;
+use crate::common;
 
 use credence_worker::nlp::Nlp;
 use credence_worker::pipeline::repair::split::{split_claim, SplitOptions, SplitRule};

@@ -5,7 +5,7 @@
 //! and repaired with the real parser and all-MiniLM-L6-v2, through the SQLite embedding
 //! cache a sweep uses.
 
-mod common;
+use crate::common;
 
 use credence_shared::benchmarks::{self, Benchmark, BuildOptions};
 use credence_shared::cache::NoCache;

@@ -4,7 +4,7 @@
 //! tier-2 label, duplicate threshold, pronoun flag, MC case and verify_ok combination.
 //! Skipped (with a printed reason) when the model folder is missing outside CI.
 
-mod common;
+use crate::common;
 
 use credence_shared::matching::semantic::CosineMatrix;
 use credence_worker::nlp::{Doc, Nlp};
