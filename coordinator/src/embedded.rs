@@ -119,7 +119,13 @@ async fn execute(
     queue.close();
 
     let progress = opts.progress.then(|| RunProgress::new(&jobs, &finished));
-    let handler = Arc::new(JobHandler::new(decomposers).with_scorer(&run.run_id, scorer.clone()));
+    let handler = decomposers
+        .iter()
+        .fold(JobHandler::new([]), |h, (model, d)| {
+            h.with_decomposer(model, d.clone())
+        })
+        .with_scorer(&run.run_id, scorer.clone());
+    let handler = Arc::new(handler);
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..opts.workers.max(1) {

@@ -1,8 +1,10 @@
 //! The credence coordinator: plans sweeps into jobs, runs them on the embedded engine
 //! ([`embedded`]) or launches them on the distributed one ([`distributed`]), shows progress ([`progress`]) and summarises results ([`summary`]).
 //! [`jsonl`] reads the `{"id", "text"}` inputs of `credence nlp parse` and `credence verify`.
+//! [`audit`] checks a finished run beyond its means.
 //! The `credence` binary (`main.rs`) only parses arguments and calls into here.
 
+pub mod audit;
 pub mod distributed;
 pub mod embedded;
 pub mod jsonl;

@@ -91,6 +91,12 @@ pub trait GenerationCache: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
+/// Both caches: what a job's work reads and writes besides its results (a store is one;
+/// the job handler is given this, never the store).
+pub trait Caches: EmbeddingCache + GenerationCache {}
+
+impl<T: EmbeddingCache + GenerationCache + ?Sized> Caches for T {}
+
 /// A cache that holds nothing: every lookup misses, every store is dropped and every
 /// lease is granted. For one-off work outside a sweep (`credence decompose`).
 #[derive(Debug, Clone, Copy, Default)]

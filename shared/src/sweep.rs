@@ -325,6 +325,45 @@ pub struct ModelSpec {
 pub const DEFAULT_GENERATION_TIMEOUT_S: u32 = 1800;
 
 impl ModelSpec {
+    /// The model credence knows by `name` outside a sweep (what `credence decompose
+    /// --model NAME` runs): a baseline (`sentence-split`, `conjunction-oracle`), a local
+    /// preset (weights under [`models_dir`]) or an endpoint preset, with the CREDENCE
+    /// prompt and the preset's generation limit. `None` for a name that is none of these.
+    pub fn named(name: &str) -> Option<ModelSpec> {
+        let mut device = "cpu".to_string();
+        let mut dtype = None;
+        let mut max_new_tokens = PAPER_MAX_NEW_TOKENS;
+        let backend = match (name, local_preset(name)) {
+            ("sentence-split", _) => ModelBackend::SentenceSplit,
+            ("conjunction-oracle", _) => ModelBackend::ConjunctionOracle,
+            (_, Some(local)) => {
+                device = local.device.to_string();
+                dtype = local.dtype.map(str::to_string);
+                max_new_tokens = local.max_new_tokens;
+                local.model_backend(&models_dir())
+            }
+            (name, None) => {
+                let p = preset(name)?;
+                ModelBackend::Openai {
+                    base_url: p.base_url.to_string(),
+                    api_model: p.api_model.unwrap_or_default().to_string(),
+                    api_key_env: p.api_key_env.map(str::to_string),
+                    request_timeout_s: None,
+                    max_concurrency: Some(p.max_concurrency),
+                }
+            }
+        };
+        Some(ModelSpec {
+            name: name.to_string(),
+            backend,
+            prompt: PromptKind::Credence,
+            max_new_tokens,
+            dtype,
+            device,
+            generation_timeout_s: None,
+        })
+    }
+
     /// The per-generation time limit of a local model.
     pub fn generation_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(u64::from(

@@ -1,23 +1,24 @@
-//! The job handler: what a worker does with one job, the same in both engines. It reads
-//! the shard's examples from the store, decomposes each with the job's model, runs the
-//! job's mode, and scores the claims ([`Scorer`]: parse, verify, every per-example
-//! metric).
+//! The job handler: what a worker does with one job, the same in both engines. The job
+//! loop reads the job's inputs ([`JobInputs`]: the run's sweep as recorded in the store
+//! and the shard's examples); the handler decomposes each example with the job's model,
+//! runs the job's mode, and scores the claims ([`Scorer`]: parse, verify, every
+//! per-example metric). It sees the store only as its caches ([`Caches`]).
 //!
-//! There is one way in for both engines: the models and the scorer of a job are looked
-//! up by model name and by run, and loaded on first use from the run's sweep as recorded
-//! in the store (once per process; a model again only if its fingerprint changes). The
-//! embedded engine, which loads everything while it validates the sweep, hands those to
-//! the handler up front ([`JobHandler::new`], [`JobHandler::with_scorer`]), which only
-//! fills the same caches.
+//! The handler is also the worker's model registry, with one way in for both engines:
+//! a job's model and its run's scorer are looked up by name and by run, and built from
+//! the recorded sweep on first use (once per process; a model again when its
+//! fingerprint changes). The embedded engine, which loads everything while it
+//! validates the sweep, hands those over up front ([`JobHandler::with_decomposer`],
+//! [`JobHandler::with_scorer`]), which only fills the same registry.
 
 use crate::decompose::{DecomposeContext, DecomposeError, Decomposer, Decomposition};
-use crate::embed::EmbedError;
 use crate::pipeline::modes::{ModeError, ModeRunner};
 use crate::pipeline::scoring::{Scorer, ScorerLoadError, ScoringError, ScoringInput};
+use credence_shared::cache::Caches;
 use credence_shared::domain::{Example, ExampleResult};
 use credence_shared::job::Job;
 use credence_shared::observe::{JobObserver, ObservedEmbeddings, Stage, StageTimes};
-use credence_shared::store::{Store, StoreError};
+use credence_shared::store::StoreError;
 use credence_shared::sweep::SweepSpec;
 use credence_shared::Claim;
 use futures::stream::{FuturesOrdered, StreamExt};
@@ -111,10 +112,7 @@ impl JobError {
     pub fn is_transient(&self) -> bool {
         match self {
             JobError::Store(e) => e.is_transient(),
-            JobError::Score {
-                source: ScoringError::Embed(EmbedError::Cache(e)),
-                ..
-            } => e.is_transient(),
+            JobError::Score { source, .. } => source.is_transient(),
             JobError::Decompose { source, .. } => source.is_transient(),
             JobError::Mode { source, .. } => source.is_transient(),
             _ => false,
@@ -122,33 +120,46 @@ impl JobError {
     }
 }
 
-/// Runs jobs against loaded models.
+/// What a job works on, read by the job loop before the handler runs
+/// ([`crate::job_loop`]): the run's sweep as recorded by the planner (its models, parser,
+/// encoder and verifier) and the shard's examples, in dataset order.
+#[derive(Debug, Clone)]
+pub struct JobInputs {
+    /// The run's sweep.
+    pub sweep: SweepSpec,
+    /// The examples of the job's shard.
+    pub examples: Vec<Example>,
+}
+
+/// Runs jobs; holds the models and scorers they need, loaded once.
 pub struct JobHandler {
+    /// The models this handler runs (by sweep name); a job for another is refused.
+    models: HashSet<String>,
+    /// The decomposer of each model loaded so far.
     decomposers: Mutex<HashMap<String, Arc<dyn Decomposer>>>,
-    /// Models this handler may load from the store on first use (`None`: only the
-    /// decomposers it was built with).
-    loadable: Option<HashSet<String>>,
-    /// The scorer of each run seen, given up front or loaded from the run's sweep.
+    /// The scorer of each run seen so far.
     scorers: Mutex<HashMap<String, Arc<Scorer>>>,
 }
 
 impl JobHandler {
-    /// A handler for the given models (by sweep name).
-    pub fn new(decomposers: HashMap<String, Arc<dyn Decomposer>>) -> Self {
+    /// A handler for jobs of `models` (by sweep name), each loaded from its run's recorded
+    /// sweep on first use.
+    pub fn new(models: impl IntoIterator<Item = String>) -> Self {
         JobHandler {
-            decomposers: Mutex::new(decomposers),
-            loadable: None,
+            models: models.into_iter().collect(),
+            decomposers: Mutex::new(HashMap::new()),
             scorers: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A handler that loads each of `models` on first use from the run's sweep as
-    /// recorded in the store, once per process (again only if its fingerprint changes).
-    pub fn from_store(models: impl IntoIterator<Item = String>) -> Self {
-        JobHandler {
-            loadable: Some(models.into_iter().collect()),
-            ..JobHandler::new(HashMap::new())
-        }
+    /// Registers an already loaded decomposer of `model` (which the handler then runs),
+    /// used while its fingerprint matches the jobs'.
+    #[must_use]
+    pub fn with_decomposer(self, model: &str, decomposer: Arc<dyn Decomposer>) -> Self {
+        let mut handler = self;
+        handler.models.insert(model.to_string());
+        lock(&handler.decomposers).insert(model.to_string(), decomposer);
+        handler
     }
 
     /// Scores the jobs of `run_id` with `scorer` instead of loading one from the run's
@@ -159,39 +170,29 @@ impl JobHandler {
         self
     }
 
-    /// The loaded decomposer of a model.
-    pub fn decomposer(&self, model: &str) -> Option<Arc<dyn Decomposer>> {
-        lock(&self.decomposers).get(model).cloned()
-    }
-
-    /// The decomposer for a job: the loaded one, or (for a handler built with
-    /// [`JobHandler::from_store`]) one built from the run's recorded sweep.
+    /// The decomposer for a job: the loaded one while its fingerprint is the job's, else
+    /// one built from the run's sweep.
     async fn decomposer_for(
         &self,
         job: &Job,
-        store: &dyn Store,
+        sweep: &SweepSpec,
     ) -> Result<Arc<dyn Decomposer>, JobError> {
-        if let Some(d) = self.decomposer(&job.model) {
-            if self.loadable.is_none() || d.fingerprint() == job.model_fingerprint {
-                return Ok(d);
-            }
+        if !self.models.contains(&job.model) {
+            return Err(JobError::UnknownModel {
+                key: job.key.clone(),
+                model: job.model.clone(),
+            });
         }
-        let unknown = || JobError::UnknownModel {
-            key: job.key.clone(),
-            model: job.model.clone(),
-        };
-        let Some(loadable) = &self.loadable else {
-            return Err(unknown());
-        };
-        if !loadable.contains(&job.model) {
-            return Err(unknown());
+        if let Some(d) = lock(&self.decomposers).get(&job.model) {
+            if d.fingerprint() == job.model_fingerprint {
+                return Ok(d.clone());
+            }
         }
         let load_error = |message: String| JobError::Load {
             key: job.key.clone(),
             model: job.model.clone(),
             message,
         };
-        let sweep = recorded_sweep(job, store).await?.map_err(load_error)?;
         let spec = sweep
             .models
             .iter()
@@ -209,31 +210,28 @@ impl JobHandler {
         Ok(decomposer)
     }
 
-    /// The scorer of a job's run: the one given, or one loaded from the run's recorded
-    /// sweep (once per run and process).
-    pub async fn scorer_for(&self, job: &Job, store: &dyn Store) -> Result<Arc<Scorer>, JobError> {
+    /// The scorer of a job's run: the one given, or one loaded from the run's sweep (once
+    /// per run and process).
+    async fn scorer_for(&self, job: &Job, sweep: &SweepSpec) -> Result<Arc<Scorer>, JobError> {
         if let Some(known) = lock(&self.scorers).get(&job.run_id) {
             return Ok(known.clone());
         }
-        let sweep =
-            recorded_sweep(job, store)
-                .await?
-                .map_err(|message| JobError::RecordedSweep {
+        let (nlp, encoder, verifier) = (
+            sweep.nlp.clone(),
+            sweep.encoder.clone(),
+            sweep.verifier.clone(),
+        );
+        let scorer =
+            tokio::task::spawn_blocking(move || Scorer::load(&nlp, encoder.as_ref(), &verifier))
+                .await
+                .map_err(|e| JobError::RecordedSweep {
                     key: job.key.clone(),
-                    message,
+                    message: format!("loading the scorer: {e}"),
+                })?
+                .map_err(|source| JobError::LoadScorer {
+                    key: job.key.clone(),
+                    source,
                 })?;
-        let scorer = tokio::task::spawn_blocking(move || {
-            Scorer::load(&sweep.nlp, sweep.encoder.as_ref(), &sweep.verifier)
-        })
-        .await
-        .map_err(|e| JobError::RecordedSweep {
-            key: job.key.clone(),
-            message: format!("loading the scorer: {e}"),
-        })?
-        .map_err(|source| JobError::LoadScorer {
-            key: job.key.clone(),
-            source,
-        })?;
         let scorer = Arc::new(scorer);
         tracing::info!(run = %job.run_id, "parser and encoder loaded");
         Ok(lock(&self.scorers)
@@ -247,10 +245,11 @@ impl JobHandler {
     pub async fn run(
         &self,
         job: &Job,
-        store: &dyn Store,
+        inputs: &JobInputs,
+        caches: &dyn Caches,
         observer: &dyn JobObserver,
     ) -> Result<Vec<ExampleResult>, JobError> {
-        let decomposer = self.decomposer_for(job, store).await?;
+        let decomposer = self.decomposer_for(job, &inputs.sweep).await?;
         if decomposer.fingerprint() != job.model_fingerprint {
             return Err(JobError::FingerprintMismatch {
                 key: job.key.clone(),
@@ -259,34 +258,34 @@ impl JobHandler {
                 planned: job.model_fingerprint.clone(),
             });
         }
-        let scorer = self.scorer_for(job, store).await?;
-        let examples = store.shard_examples(job).await?;
+        let scorer = self.scorer_for(job, &inputs.sweep).await?;
+        let examples = &inputs.examples;
         let context = DecomposeContext {
-            cache: store,
+            cache: caches,
             observer,
             model: &job.model,
         };
-        let (bases, errors) = decompose_shard(&*decomposer, &examples, &context).await?;
+        let (bases, errors) = decompose_shard(&*decomposer, examples, &context).await?;
         let score_error = |source| JobError::Score {
             key: job.key.clone(),
             source,
         };
         let base_claims: Vec<Vec<Claim>> = bases.iter().map(|b| b.claims.clone()).collect();
-        let embeddings = ObservedEmbeddings::new(store, observer);
+        let embeddings = ObservedEmbeddings::new(caches, observer);
         let scored_base = scorer
-            .score(&embeddings, &inputs(&examples, &base_claims))
+            .score(&embeddings, &scoring_inputs(examples, &base_claims))
             .await
             .map_err(score_error)?;
         let runner = ModeRunner {
             scorer: &scorer,
             embeddings: &embeddings,
-            generations: store,
+            generations: caches,
             llm: decomposer.llm(),
             observer,
             model: &job.model,
         };
         let outcome = runner
-            .run(job.mode, &examples, &base_claims, scored_base)
+            .run(job.mode, examples, &base_claims, scored_base)
             .await
             .map_err(|source| JobError::Mode {
                 key: job.key.clone(),
@@ -388,7 +387,7 @@ pub async fn decompose_shard(
 }
 
 /// The scoring inputs of a shard's examples with one claim list each.
-fn inputs<'a>(examples: &'a [Example], claims: &'a [Vec<Claim>]) -> Vec<ScoringInput<'a>> {
+fn scoring_inputs<'a>(examples: &'a [Example], claims: &'a [Vec<Claim>]) -> Vec<ScoringInput<'a>> {
     examples
         .iter()
         .zip(claims)
@@ -407,21 +406,4 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ScoringError> {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every mutation is one insert, so a poisoned map is still consistent.
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The sweep of a job's run as recorded in the store; the inner error says what is wrong
-/// with it.
-async fn recorded_sweep(
-    job: &Job,
-    store: &dyn Store,
-) -> Result<Result<SweepSpec, String>, StoreError> {
-    match store.recorded_sweep(&job.run_id).await {
-        Ok(Some(sweep)) => Ok(Ok(sweep)),
-        Ok(None) => Ok(Err(format!("run {:?} is not in the store", job.run_id))),
-        // A record that does not parse fails the job; an unreachable store is retried.
-        Err(StoreError::Corrupt { message, .. }) => {
-            Ok(Err(format!("the run's recorded sweep: {message}")))
-        }
-        Err(e) => Err(e),
-    }
 }

@@ -12,7 +12,7 @@
 //! reaper. The commit that finishes the last job of a model x dataset x mode enqueues its
 //! one aggregation job.
 
-use crate::handler::{JobError, JobHandler};
+use crate::handler::{JobError, JobHandler, JobInputs};
 use credence_shared::aggregation::aggregate_config;
 use credence_shared::job::{Job, Message, MESSAGE_VERSION};
 use credence_shared::observe::{JobObserver, JobOutcome, Stage};
@@ -364,7 +364,8 @@ async fn run_job(
     if !running {
         return Ok(None);
     }
-    let work = handler.run(job, store, &*settings.observer);
+    let inputs = read_inputs(job, store).await?;
+    let work = handler.run(job, &inputs, store, &*settings.observer);
     let results = match settings.heartbeat {
         None => work.await?,
         Some(every) => {
@@ -382,6 +383,32 @@ async fn run_job(
         .observer
         .stage(&job.model, Stage::Store, writing.elapsed().as_secs_f64());
     Ok(Some((commit, results.len())))
+}
+
+/// A job's inputs, read once per try: the run's sweep as recorded and the shard's
+/// examples. A run missing from the store or a record that does not parse fails the job
+/// ([`JobError::RecordedSweep`]); an unreachable store is a transient
+/// [`JobError::Store`], retried in place.
+async fn read_inputs(job: &Job, store: &dyn Store) -> Result<JobInputs, JobError> {
+    let recorded = |message: String| JobError::RecordedSweep {
+        key: job.key.clone(),
+        message,
+    };
+    let sweep = match store.recorded_sweep(&job.run_id).await {
+        Ok(Some(sweep)) => sweep,
+        Ok(None) => {
+            return Err(recorded(format!(
+                "run {:?} is not in the store",
+                job.run_id
+            )))
+        }
+        Err(StoreError::Corrupt { message, .. }) => {
+            return Err(recorded(format!("the run's recorded sweep: {message}")))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let examples = store.shard_examples(job).await?;
+    Ok(JobInputs { sweep, examples })
 }
 
 /// Publishes the aggregation job of the configuration `job` finished. A failure is

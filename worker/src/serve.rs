@@ -73,7 +73,7 @@ pub async fn serve(
     metrics: Option<WorkerMetrics>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<WorkerReport, ServeError> {
-    let handler = Arc::new(JobHandler::from_store(opts.models.iter().cloned()));
+    let handler = Arc::new(JobHandler::new(opts.models.iter().cloned()));
     serve_with(handler, store, queue, opts, metrics, shutdown).await
 }
 

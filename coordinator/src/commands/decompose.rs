@@ -5,16 +5,13 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use credence_shared::cache::NoCache;
-use credence_shared::domain::{Example, Mode};
-use credence_shared::observe::NoObserver;
+use credence_shared::domain::Mode;
 use credence_shared::sweep::{
-    self, EncoderSpec, ModelBackend, ModelSpec, NlpSpec, PromptKind, VerifierSettings,
-    LOCAL_PRESETS, PRESETS,
+    self, ModelBackend, ModelSpec, PromptKind, VerifierSettings, LOCAL_PRESETS, PRESETS,
 };
 use credence_worker::decompose::{self, DecomposeContext};
-use credence_worker::pipeline::modes::ModeRunner;
-use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
+use credence_worker::pipeline::modes;
+use credence_worker::pipeline::scoring::Scorer;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -120,29 +117,13 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(mode) = args.mode {
         let scorer = load_scorer(args.sweep.as_deref(), &args.encoder, args.no_encoder)?;
-        let example = one_example("sentence", &args.sentence);
-        let base = vec![out.claims.clone()];
-        let outcome = runtime.block_on(async {
-            let inputs = [ScoringInput {
-                source: &example.text,
-                claims: &base[0],
-                references: &example.references,
-            }];
-            let scored = scorer.score(&NoCache, &inputs).await?;
-            let runner = ModeRunner {
-                scorer: &scorer,
-                embeddings: &NoCache,
-                generations: &NoCache,
-                llm: decomposer.llm(),
-                observer: &NoObserver,
-                model: &spec.name,
-            };
-            anyhow::Ok(
-                runner
-                    .run(mode, std::slice::from_ref(&example), &base, scored)
-                    .await?,
-            )
-        })?;
+        let (_, outcome) = runtime.block_on(modes::one_sentence(
+            &scorer,
+            decomposer.llm(),
+            mode,
+            &args.sentence,
+            out.claims.clone(),
+        ))?;
         let report = &outcome.scored.examples[0].report;
         if args.json {
             value["mode"] = serde_json::json!(mode);
@@ -192,8 +173,8 @@ pub fn run(args: DecomposeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The parser, verifier, rule tier and (unless `no_encoder`) the encoder preset, with the
-/// `[verifier]` settings of `sweep` if given: what a one-sentence command scores with.
+/// The scorer of a one-sentence command: the encoder preset unless `no_encoder`, the
+/// `[verifier]` settings of `sweep` if given.
 pub(crate) fn load_scorer(
     sweep: Option<&std::path::Path>,
     encoder: &str,
@@ -203,23 +184,8 @@ pub(crate) fn load_scorer(
         Some(path) => sweep::load(path)?.verifier,
         None => VerifierSettings::default(),
     };
-    let encoder = (!no_encoder).then(|| EncoderSpec {
-        preset: encoder.to_string(),
-        path: None,
-        batch_size: 64,
-    });
-    Scorer::load(&NlpSpec::default(), encoder.as_ref(), &verifier)
+    Scorer::for_one_sentence((!no_encoder).then_some(encoder), &verifier)
         .context("loading the parser and encoder (or pass --no-encoder)")
-}
-
-/// One sentence as an example without references.
-pub(crate) fn one_example(id: &str, text: &str) -> Example {
-    Example {
-        id: id.into(),
-        text: text.to_string(),
-        references: Vec::new(),
-        meta: Default::default(),
-    }
 }
 
 /// The model the arguments name, with the overrides applied.
@@ -240,45 +206,14 @@ fn model_spec(args: &DecomposeArgs) -> anyhow::Result<ModelSpec> {
                 )
             })?
     } else {
-        let mut device = "cpu".to_string();
-        let mut dtype = None;
-        let mut max_new_tokens = sweep::PAPER_MAX_NEW_TOKENS;
-        let local = sweep::local_preset(&args.model);
-        let backend = match (args.model.as_str(), local) {
-            ("sentence-split", _) => ModelBackend::SentenceSplit,
-            ("conjunction-oracle", _) => ModelBackend::ConjunctionOracle,
-            (_, Some(local)) => {
-                device = local.device.to_string();
-                dtype = local.dtype.map(str::to_string);
-                max_new_tokens = local.max_new_tokens;
-                local.model_backend(&sweep::models_dir())
-            }
-            (name, None) => {
-                let Some(p) = sweep::preset(name) else {
-                    bail!(
-                        "unknown model {name:?}: give a preset ({}), a baseline \
-                         (sentence-split, conjunction-oracle), or --sweep FILE with one of its models",
-                        sweep::preset_names()
-                    );
-                };
-                ModelBackend::Openai {
-                    base_url: p.base_url.to_string(),
-                    api_model: p.api_model.unwrap_or_default().to_string(),
-                    api_key_env: p.api_key_env.map(str::to_string),
-                    request_timeout_s: None,
-                    max_concurrency: Some(p.max_concurrency),
-                }
-            }
-        };
-        ModelSpec {
-            name: args.model.clone(),
-            backend,
-            prompt: PromptKind::Credence,
-            max_new_tokens,
-            dtype,
-            device,
-            generation_timeout_s: None,
-        }
+        ModelSpec::named(&args.model).with_context(|| {
+            format!(
+                "unknown model {:?}: give a preset ({}), a baseline \
+                 (sentence-split, conjunction-oracle), or --sweep FILE with one of its models",
+                args.model,
+                sweep::preset_names()
+            )
+        })?
     };
     if let Some(p) = args.prompt {
         spec.prompt = match p {

@@ -2,14 +2,11 @@
 //! the verifier's findings before and after, and each step the tier took. Nothing is
 //! cached or stored.
 
-use super::decompose::{load_scorer, one_example};
+use super::decompose::load_scorer;
 use anyhow::Context;
 use clap::Args;
-use credence_shared::cache::NoCache;
 use credence_shared::domain::Mode;
-use credence_shared::observe::NoObserver;
-use credence_worker::pipeline::modes::ModeRunner;
-use credence_worker::pipeline::scoring::ScoringInput;
+use credence_worker::pipeline::modes;
 use credence_worker::pipeline::verify::VerifierReport;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,38 +41,17 @@ pub struct RepairArgs {
 /// Runs the command.
 pub fn run(args: RepairArgs) -> anyhow::Result<ExitCode> {
     let scorer = load_scorer(args.sweep.as_deref(), &args.encoder, args.no_encoder)?;
-    let example = one_example("source", &args.source);
-    let claims = vec![args.claim.clone()];
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let (before, outcome) = runtime.block_on(async {
-        let inputs = [ScoringInput {
-            source: &example.text,
-            claims: &claims[0],
-            references: &example.references,
-        }];
-        let scored = scorer.score(&NoCache, &inputs).await?;
-        let before = scored.examples[0].report.clone();
-        let runner = ModeRunner {
-            scorer: &scorer,
-            embeddings: &NoCache,
-            generations: &NoCache,
-            llm: None,
-            observer: &NoObserver,
-            model: "",
-        };
-        let outcome = runner
-            .run(
-                Mode::Repair,
-                std::slice::from_ref(&example),
-                &claims,
-                scored,
-            )
-            .await?;
-        anyhow::Ok((before, outcome))
-    })?;
+    let (before, outcome) = runtime.block_on(modes::one_sentence(
+        &scorer,
+        None,
+        Mode::Repair,
+        &args.source,
+        args.claim.clone(),
+    ))?;
     let after = &outcome.scored.examples[0].report;
     let actions = outcome.traces[0]
         .as_ref()

@@ -1,14 +1,10 @@
 //! `credence report RUN`: a finished run's statistics and the paper's tables from either
 //! engine's store.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use credence::report::{self, Format};
-use credence_shared::timing;
 use std::process::ExitCode;
-
-/// Passes of the rule-repair table (the paper's k = 1, 2, 3).
-const REPAIR_PASSES: u32 = 3;
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -56,10 +52,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let store = args.store.open(&args.run).await?;
         if args.timing {
-            let table = timing::table(&store.stage_seconds(&args.run).await?);
-            if table.is_empty() {
-                bail!("run {:?} has no stage timings (its jobs ran before they were recorded, or none finished)", args.run);
-            }
+            let table = report::timing_table(&*store, &args.run).await?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&table)?);
             } else {
@@ -67,62 +60,29 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
-        let stats = store.run_statistics(&args.run).await?;
-        let spec = store
-            .recorded_sweep(&args.run)
-            .await?
-            .context("the run has no recorded sweep")?;
-        let timing = timing::table(&store.stage_seconds(&args.run).await?);
-        let outputs = store.run_outputs(&args.run).await?;
-        let compared = match &args.compare {
-            None => None,
-            Some(other) => {
-                let other_spec = store
-                    .recorded_sweep(other)
-                    .await?
-                    .with_context(|| format!("no run {other:?} in the store to compare with"))?;
-                Some((other.as_str(), other_spec, store.run_outputs(other).await?))
-            }
-        };
         let wanted = |name: &str| args.table.is_empty() || args.table.iter().any(|t| t == name);
-        let repair_passes = if wanted("repair_passes") {
-            let groups = super::audit::groups(&outputs, &[], &[]);
-            Some(if groups.is_empty() {
-                Err("the run has no base outputs".to_string())
-            } else {
-                super::audit::convergence_rows(&*store, &spec, &outputs, &groups, REPAIR_PASSES, false)
-                    .await
-                    .map_err(|e| format!("{e:#}"))
-            })
-        } else {
-            None
-        };
-        let data = report::tables::ReportData {
-            spec: &spec,
-            stats: &stats,
-            timing: &timing,
-            outputs: &outputs,
-            compare: compared
-                .as_ref()
-                .map(|(run, spec, outputs)| (*run, spec, outputs.as_slice())),
-            repair_passes: repair_passes.as_ref(),
+        let options = report::LoadOptions {
+            compare: args.compare.clone(),
+            repair_passes: wanted("repair_passes"),
             p_values: report::tables::PValueOptions {
                 one_sided: args.one_sided,
                 holm: args.holm,
             },
         };
+        let data = report::RunData::load(&*store, &args.run, &options).await?;
         let tables = report::tables::build(&data, &args.table);
         match args.format {
             Format::Json => println!(
                 "{}",
-                serde_json::to_string_pretty(&report::json(&stats, &tables))?
+                serde_json::to_string_pretty(&report::json(&data.stats, &tables))?
             ),
             Format::Md => print!("{}", report::render::markdown(&tables)),
             Format::Latex => print!("{}", report::render::latex(&args.run, &tables)),
             Format::Csv => print!("{}", report::render::csv(&tables)),
             Format::Html => print!(
                 "{}",
-                report::html::html(&args.run, &spec, &stats, &tables).map_err(anyhow::Error::msg)?
+                report::html::html(&args.run, &data.spec, &data.stats, &tables)
+                    .map_err(anyhow::Error::msg)?
             ),
         }
         Ok(ExitCode::SUCCESS)

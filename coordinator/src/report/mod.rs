@@ -1,13 +1,15 @@
-//! Reports of a finished run: every aggregate and comparison, and the paper's tables
-//! ([`tables`]) in Markdown, LaTeX, CSV or JSON ([`render`]), or an HTML page with
+//! Reports of a finished run, read once from the store ([`RunData::load`]): every
+//! aggregate and comparison, and the paper's tables ([`tables`]) in Markdown, LaTeX, CSV or JSON ([`render`]), or an HTML page with
 //! plots ([`html`]); the audits and the timing table as terminal text ([`text`]).
 
+mod data;
 pub mod html;
 pub mod render;
 pub mod tables;
 pub mod text;
 
 use credence_shared::store::RunStatistics;
+pub use data::{timing_table, ComparedRun, LoadOptions, RunData, REPAIR_PASSES};
 use serde_json::{json, Value};
 
 /// The formats `credence report` knows.

@@ -12,6 +12,8 @@ use credence_shared::matching::semantic::redundancy_rate_at;
 use credence_shared::store::{AggregateRecord, ComparisonRecord, RunStatistics, StoredOutput};
 use credence_shared::sweep::{ModelBackend, PromptKind, SweepSpec};
 use credence_shared::timing::TimingRow;
+
+use super::data::RunData;
 use std::collections::HashMap;
 
 /// Every table family, in report order (the `--table` names). `encoder_sensitivity`
@@ -96,27 +98,6 @@ pub enum TableOutcome {
         /// Why, in one line.
         reason: String,
     },
-}
-
-/// What the tables are built from.
-pub struct ReportData<'a> {
-    /// The run's recorded sweep (model, dataset and mode order; which models are
-    /// baselines).
-    pub spec: &'a SweepSpec,
-    /// The stored aggregates and comparisons.
-    pub stats: &'a RunStatistics,
-    /// The timing table.
-    pub timing: &'a [TimingRow],
-    /// Every stored output (gating, tau_dup).
-    pub outputs: &'a [StoredOutput],
-    /// Another run of the same examples with another encoder, for encoder_sensitivity:
-    /// its id, its sweep and its outputs.
-    pub compare: Option<(&'a str, &'a SweepSpec, &'a [StoredOutput])>,
-    /// The convergence audit of every model x dataset (the rule tier run k times over the
-    /// base claims), or why it could not run; `None` when not computed.
-    pub repair_passes: Option<&'a Result<Vec<audit::ConvergenceRow>, String>>,
-    /// The p-value the significance table prints.
-    pub p_values: PValueOptions,
 }
 
 /// A metric column of a model x mode table.
@@ -314,8 +295,8 @@ fn bold_best(rows: &mut [Vec<Cell>], groups: &[std::ops::Range<usize>], higher: 
 }
 
 /// Every table of `names` (all of [`TABLES`] when empty), in report order.
-pub fn build(data: &ReportData<'_>, names: &[String]) -> Vec<TableOutcome> {
-    let lookup = Lookup::new(data.stats);
+pub fn build(data: &RunData, names: &[String]) -> Vec<TableOutcome> {
+    let lookup = Lookup::new(&data.stats);
     let wanted = |name: &str| names.is_empty() || names.iter().any(|n| n == name);
     let datasets: Vec<&str> = data.spec.datasets.iter().map(|d| d.id.as_str()).collect();
     let mut out = Vec::new();
@@ -324,9 +305,9 @@ pub fn build(data: &ReportData<'_>, names: &[String]) -> Vec<TableOutcome> {
             continue;
         }
         match name {
-            "timing" => out.push(timing(data.timing)),
-            "gating" => out.push(gating(data.outputs)),
-            "repair_passes" => match data.repair_passes {
+            "timing" => out.push(timing(&data.timing)),
+            "gating" => out.push(gating(&data.outputs)),
+            "repair_passes" => match &data.repair_passes {
                 Some(Ok(rows)) => out.push(repair_passes(rows)),
                 Some(Err(reason)) => out.push(unavailable(
                     name,
@@ -336,8 +317,12 @@ pub fn build(data: &ReportData<'_>, names: &[String]) -> Vec<TableOutcome> {
                 )),
                 None => {}
             },
-            "encoder_sensitivity" => match data.compare {
-                Some(other) => out.push(encoder_sensitivity(data.spec, data.outputs, other)),
+            "encoder_sensitivity" => match &data.compare {
+                Some(other) => out.push(encoder_sensitivity(
+                    &data.spec,
+                    &data.outputs,
+                    (&other.run, &other.spec, &other.outputs),
+                )),
                 None if names.is_empty() => {}
                 None => out.push(unavailable(
                     name,
@@ -349,12 +334,12 @@ pub fn build(data: &ReportData<'_>, names: &[String]) -> Vec<TableOutcome> {
             _ => {
                 for dataset in &datasets {
                     out.push(match name {
-                        "main" => main(data.spec, &lookup, dataset),
-                        "semantic_vs_jaccard" => semantic_vs_jaccard(data.spec, &lookup, dataset),
-                        "baselines" => baselines(data.spec, &lookup, dataset),
-                        "matching" => matching(data.spec, &lookup, dataset),
-                        "tau_dup" => tau_dup(data.spec, data.outputs, dataset),
-                        _ => significance(data.stats, dataset, data.p_values),
+                        "main" => main(&data.spec, &lookup, dataset),
+                        "semantic_vs_jaccard" => semantic_vs_jaccard(&data.spec, &lookup, dataset),
+                        "baselines" => baselines(&data.spec, &lookup, dataset),
+                        "matching" => matching(&data.spec, &lookup, dataset),
+                        "tau_dup" => tau_dup(&data.spec, &data.outputs, dataset),
+                        _ => significance(&data.stats, dataset, data.p_values),
                     });
                 }
             }

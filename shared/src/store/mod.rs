@@ -9,7 +9,7 @@ pub mod sqlite;
 mod views;
 
 use crate::aggregation::Aggregation;
-use crate::cache::{EmbeddingCache, GenerationCache};
+use crate::cache::Caches;
 use crate::dataset::LoadedDataset;
 use crate::domain::{Example, ExampleResult, Mode};
 use crate::job::Job;
@@ -262,7 +262,7 @@ impl Attempt {
 
 /// The store interface shared by both engines.
 #[async_trait]
-pub trait Store: EmbeddingCache + GenerationCache + Send + Sync {
+pub trait Store: Caches + Send + Sync {
     /// Records a run, its datasets' examples and its planned jobs. Idempotent: what is
     /// already there is kept, so re-planning a run never loses results.
     async fn record_plan(

@@ -18,7 +18,7 @@ use credence_shared::store::sqlite::SqliteStore;
 use credence_shared::store::{
     Attempt, PlannedDatasetRecord, RunRecord, RunStatistics, StoreError, SummaryRow,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 #[test]
@@ -302,9 +302,7 @@ async fn drain(
     shutdown: watch::Receiver<bool>,
 ) -> Vec<JobEvent> {
     let mut consumer = queue.consume("q").await.unwrap();
-    let mut decomposers: HashMap<String, Arc<dyn Decomposer>> = HashMap::new();
-    decomposers.insert("m".into(), Arc::new(ConjunctionOracle::new()));
-    let handler = JobHandler::new(decomposers);
+    let handler = JobHandler::new([]).with_decomposer("m", Arc::new(ConjunctionOracle::new()));
     let settings = LoopSettings {
         worker_id: "w".into(),
         max_deliveries,

@@ -16,9 +16,9 @@ use super::repair::RepairAction;
 use super::scoring::{Scored, ScoredShard, Scorer, ScoringError, ScoringInput, StageSeconds};
 use super::verify::VerifierReport;
 use crate::decompose::LlmHandle;
-use credence_shared::cache::{EmbeddingCache, GenerationCache};
+use credence_shared::cache::{EmbeddingCache, GenerationCache, NoCache};
 use credence_shared::domain::{Example, Mode};
-use credence_shared::observe::{JobObserver, Stage, StageTimes};
+use credence_shared::observe::{JobObserver, NoObserver, Stage, StageTimes};
 use credence_shared::Claim;
 use serde::Serialize;
 use std::time::Instant;
@@ -83,8 +83,52 @@ pub enum ModeError {
 impl ModeError {
     /// Whether the store was unreachable (retry the job in place).
     pub fn is_transient(&self) -> bool {
-        matches!(self, ModeError::SelfRepair(SelfRepairError::Cache(e)) if e.is_transient())
+        match self {
+            ModeError::SelfRepair(SelfRepairError::Cache(e)) => e.is_transient(),
+            ModeError::Score(e) => e.is_transient(),
+            ModeError::Rule(_) | ModeError::SelfRepair(_) => false,
+        }
     }
+}
+
+/// One source sentence and its base claims through `mode`, with nothing cached or
+/// observed: what the one-sentence commands (`credence decompose --mode`, `credence
+/// repair`) run, the flow of a job after its decomposition (score the base claims, then
+/// the mode's tiers). Returns the verifier's report on the base claims and the mode's
+/// outcome.
+pub async fn one_sentence(
+    scorer: &Scorer,
+    llm: Option<LlmHandle<'_>>,
+    mode: Mode,
+    source: &str,
+    base: Vec<Claim>,
+) -> Result<(VerifierReport, ModeOutcome), ModeError> {
+    let example = Example {
+        id: "sentence".into(),
+        text: source.to_string(),
+        references: Vec::new(),
+        meta: Default::default(),
+    };
+    let base = [base];
+    let inputs = [ScoringInput {
+        source,
+        claims: &base[0],
+        references: &example.references,
+    }];
+    let scored = scorer.score(&NoCache, &inputs).await?;
+    let before = scored.examples[0].report.clone();
+    let runner = ModeRunner {
+        scorer,
+        embeddings: &NoCache,
+        generations: &NoCache,
+        llm,
+        observer: &NoObserver,
+        model: "",
+    };
+    let outcome = runner
+        .run(mode, std::slice::from_ref(&example), &base, scored)
+        .await?;
+    Ok((before, outcome))
 }
 
 /// `pipeline_version` of each mode's output.
@@ -389,4 +433,30 @@ fn add_seconds(total: &mut StageSeconds, more: StageSeconds) {
     total.parse += more.parse;
     total.embed += more.embed;
     total.verify += more.verify;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::EmbedError;
+    use credence_shared::store::StoreError;
+
+    fn cache_error(source: sqlx::Error) -> EmbedError {
+        EmbedError::Cache(StoreError::Query {
+            what: "embedding cache lookup",
+            source,
+        })
+    }
+
+    /// The tiers re-score repaired claims through the embedding cache: a store outage
+    /// there is retried in place like one in the base scoring, not a failed delivery.
+    #[test]
+    fn an_unreachable_cache_while_the_tiers_score_is_transient() {
+        let down = ModeError::Score(ScoringError::Embed(cache_error(sqlx::Error::PoolTimedOut)));
+        assert!(down.is_transient());
+        let bad_row = ModeError::Score(ScoringError::Embed(cache_error(sqlx::Error::RowNotFound)));
+        assert!(!bad_row.is_transient());
+        assert!(!ModeError::Rule("no parse".into()).is_transient());
+        assert!(!ModeError::Score(ScoringError::Parse("panicked".into())).is_transient());
+    }
 }

@@ -83,6 +83,13 @@ pub enum ScoringError {
     Report(String),
 }
 
+impl ScoringError {
+    /// Whether the embedding cache's store was unreachable (retry the job in place).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ScoringError::Embed(EmbedError::Cache(e)) if e.is_transient())
+    }
+}
+
 /// The parser or encoder of a sweep could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ScorerLoadError {
@@ -100,6 +107,21 @@ pub enum ScorerLoadError {
 }
 
 impl Scorer {
+    /// The scorer of a one-sentence command: the parser, the verifier and rule tier with
+    /// `settings` (a sweep's `[verifier]`, or the defaults), and the encoder preset
+    /// `encoder` (a folder under the models folder) unless `None`.
+    pub fn for_one_sentence(
+        encoder: Option<&str>,
+        settings: &VerifierSettings,
+    ) -> Result<Scorer, ScorerLoadError> {
+        let encoder = encoder.map(|preset| EncoderSpec {
+            preset: preset.to_string(),
+            path: None,
+            batch_size: 64,
+        });
+        Scorer::load(&NlpSpec::default(), encoder.as_ref(), settings)
+    }
+
     /// Builds the scorer a sweep describes: its parser (`[nlp]`), its verifier settings,
     /// and its encoder (`[encoder]`, if any) behind the embedding cache.
     pub fn load(

@@ -6,7 +6,6 @@ use async_trait::async_trait;
 use credence_shared::queue::memory::MemoryQueue;
 use credence_shared::queue::{Consumer, DeadLetter, Delivery, QueueError};
 use credence_shared::store::sqlite::SqliteStore;
-use std::collections::HashMap;
 
 /// How the consumer of the model's queue ends.
 #[derive(Clone, Copy)]
@@ -68,7 +67,7 @@ async fn serve_broken(ending: Ending) -> Result<WorkerReport, ServeError> {
         max_deliveries: 3,
         heartbeat: Duration::from_secs(1),
     };
-    let handler = Arc::new(JobHandler::new(HashMap::new()));
+    let handler = Arc::new(JobHandler::new(["m".to_string()]));
     // Never stopped: only the broken consumer can end it.
     let (_stop, shutdown) = watch::channel(false);
     tokio::time::timeout(

@@ -1,7 +1,7 @@
 //! Where integration tests find model weights and the shared data sets. Under `CI=true` a
 //! missing file fails the test; elsewhere the test is skipped with a printed reason.
 
-// Each test binary compiles this module and uses only some of it.
+// Not every test module uses all of it.
 #![allow(dead_code)]
 
 use credence_worker::embed::Backend;
@@ -22,8 +22,8 @@ pub fn encoder_backends() -> Vec<Backend> {
     }
 }
 
-#[path = "../../../shared/tests/support/skip.rs"]
-pub mod skip;
+/// The skip rule every crate's tests share (`shared/tests/support/skip.rs`).
+pub use crate::servers::skip;
 
 /// `$CREDENCE_MODELS_DIR` (scripts/test sets it), else the workspace's `models/`.
 pub fn models_dir() -> PathBuf {

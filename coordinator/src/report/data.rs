@@ -1,0 +1,120 @@
+//! What a report is built from, read from a store in one place ([`RunData::load`]) for
+//! every table and format.
+
+use super::tables::PValueOptions;
+use anyhow::Context;
+use credence_shared::audit::ConvergenceRow;
+use credence_shared::store::{RunStatistics, Store, StoredOutput};
+use credence_shared::sweep::SweepSpec;
+use credence_shared::timing::{self, TimingRow};
+
+/// Passes of the rule-repair table (the paper's k = 1, 2, 3).
+pub const REPAIR_PASSES: u32 = 3;
+
+/// What to read beyond the run's own records.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Another run of the same examples with another encoder (encoder_sensitivity).
+    pub compare: Option<String>,
+    /// Rerun the rule tier [`REPAIR_PASSES`] times over the base claims (repair_passes;
+    /// minutes on a large run).
+    pub repair_passes: bool,
+    /// How the significance table prints its p-values.
+    pub p_values: PValueOptions,
+}
+
+/// A run to compare with (encoder_sensitivity).
+#[derive(Debug, Clone)]
+pub struct ComparedRun {
+    /// Its id.
+    pub run: String,
+    /// Its recorded sweep.
+    pub spec: SweepSpec,
+    /// Its stored outputs.
+    pub outputs: Vec<StoredOutput>,
+}
+
+/// Everything the tables are built from.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    /// The run's recorded sweep (model, dataset and mode order; which models are
+    /// baselines).
+    pub spec: SweepSpec,
+    /// The stored aggregates and comparisons.
+    pub stats: RunStatistics,
+    /// The timing table.
+    pub timing: Vec<TimingRow>,
+    /// Every stored output (gating, tau_dup).
+    pub outputs: Vec<StoredOutput>,
+    /// The run to compare with, when asked for.
+    pub compare: Option<ComparedRun>,
+    /// The convergence audit of every model x dataset (the rule tier run k times over the
+    /// base claims), or why it could not run; `None` when not asked for.
+    pub repair_passes: Option<Result<Vec<ConvergenceRow>, String>>,
+    /// The p-value the significance table prints.
+    pub p_values: PValueOptions,
+}
+
+impl RunData {
+    /// Reads run `run` (and what `options` asks for) from `store`.
+    pub async fn load(store: &dyn Store, run: &str, options: &LoadOptions) -> anyhow::Result<Self> {
+        let stats = store.run_statistics(run).await?;
+        let spec = store
+            .recorded_sweep(run)
+            .await?
+            .context("the run has no recorded sweep")?;
+        let timing = timing::table(&store.stage_seconds(run).await?);
+        let outputs = store.run_outputs(run).await?;
+        let compare = match &options.compare {
+            None => None,
+            Some(other) => Some(ComparedRun {
+                run: other.clone(),
+                spec: store
+                    .recorded_sweep(other)
+                    .await?
+                    .with_context(|| format!("no run {other:?} in the store to compare with"))?,
+                outputs: store.run_outputs(other).await?,
+            }),
+        };
+        let repair_passes = if options.repair_passes {
+            let groups = crate::audit::groups(&outputs, &[], &[]);
+            Some(if groups.is_empty() {
+                Err("the run has no base outputs".to_string())
+            } else {
+                crate::audit::convergence_rows(
+                    store,
+                    &spec,
+                    &outputs,
+                    &groups,
+                    REPAIR_PASSES,
+                    false,
+                )
+                .await
+                .map_err(|e| format!("{e:#}"))
+            })
+        } else {
+            None
+        };
+        Ok(RunData {
+            spec,
+            stats,
+            timing,
+            outputs,
+            compare,
+            repair_passes,
+            p_values: options.p_values,
+        })
+    }
+}
+
+/// The timing table of a run (`credence report --timing`); an error when it has no stage
+/// timings.
+pub async fn timing_table(store: &dyn Store, run: &str) -> anyhow::Result<Vec<TimingRow>> {
+    let table = timing::table(&store.stage_seconds(run).await?);
+    if table.is_empty() {
+        anyhow::bail!(
+            "run {run:?} has no stage timings (its jobs ran before they were recorded, or none finished)"
+        );
+    }
+    Ok(table)
+}
