@@ -8,18 +8,10 @@
 mod skip;
 
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn corpus(name: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(name);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    skip::skip(&format!("corpus {} not found", dir.display()))
-}
+use skip::corpus;
 
 fn wiki_split() -> Option<PathBuf> {
     corpus("wiki-split")

@@ -7,11 +7,11 @@
 //! Semantic-F1's ablations, RR, difflib, the Hungarian assignment), and the Prometheus endpoint of the distributed
 //! engine's processes ([`telemetry`]). Text rules that need no model live here too: tier-1
 //! entities ([`entities`]), sentence boundaries ([`sentences`]), the paper's word lists
-//! ([`lexicon`]) and the benchmark builders ([`benchmarks`]). Nothing in this crate loads a model.
+//! ([`lexicon`]) and the benchmark builders ([`builders`]). Nothing in this crate loads a model.
 
 pub mod aggregation;
 pub mod audit;
-pub mod benchmarks;
+pub mod builders;
 pub mod cache;
 pub mod dataset;
 pub mod domain;

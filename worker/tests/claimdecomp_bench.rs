@@ -5,7 +5,7 @@
 
 use crate::common::skip;
 
-use credence_shared::benchmarks::{self, claimdecomp, Benchmark, BuildOptions};
+use credence_shared::builders::{self, claimdecomp, Benchmark, BuildOptions};
 use credence_shared::entities::tier1_epr;
 use credence_worker::decompose::ConjunctionOracle;
 use sha2::{Digest, Sha256};
@@ -20,8 +20,8 @@ fn ag_news() -> Option<PathBuf> {
     skip::skip(&format!("corpus {} not found", dir.display()))
 }
 
-fn build(source: &Path) -> Result<benchmarks::Build, benchmarks::BenchmarkError> {
-    benchmarks::build(
+fn build(source: &Path) -> Result<builders::Build, builders::BenchmarkError> {
+    builders::build(
         Benchmark::ClaimDecomp1000,
         source,
         &BuildOptions::default(),
@@ -75,8 +75,8 @@ fn claimdecomp_bench_1000() {
     let texts: HashSet<&str> = examples.iter().map(|e| e.text.as_str()).collect();
     assert_eq!(texts.len(), 1000, "repeated text");
 
-    let bytes = benchmarks::to_jsonl(examples);
-    assert_eq!(bytes, benchmarks::to_jsonl(&build(&dir).unwrap().examples));
+    let bytes = builders::to_jsonl(examples);
+    assert_eq!(bytes, builders::to_jsonl(&build(&dir).unwrap().examples));
     let card = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/claimdecomp-bench-1000.md"),
     )

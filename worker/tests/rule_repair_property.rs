@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use credence_shared::benchmarks::{self, Benchmark, BuildOptions};
+use credence_shared::builders::{self, Benchmark, BuildOptions};
 use credence_shared::cache::NoCache;
 use credence_shared::domain::{Example, Mode};
 use credence_shared::observe::NoObserver;
@@ -42,7 +42,7 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
         (Benchmark::ClaimDecomp1000, &ag),
         (Benchmark::WikiSplit1000, &wiki),
     ] {
-        let built = benchmarks::build(bench, dir, &BuildOptions::default(), &oracle)
+        let built = builders::build(bench, dir, &BuildOptions::default(), &oracle)
             .expect("the benchmark builds");
         sources.extend(built.examples);
     }

@@ -3,7 +3,7 @@
 //! `bench/pipeline.sh` runs it on the wikisplit and claimdecomp benchmarks.
 
 use clap::Args;
-use credence::pipeline_bench::{self, PipelineBenchOptions};
+use credence::scoring_bench::{self, ScoringBenchOptions};
 use credence_shared::sweep::{EncoderSpec, NlpSpec};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +37,7 @@ pub struct BenchPipelineArgs {
 
 /// Runs the benchmark.
 pub fn run(args: BenchPipelineArgs) -> anyhow::Result<ExitCode> {
-    let opts = PipelineBenchOptions {
+    let opts = ScoringBenchOptions {
         data: args.data,
         limit: args.limit,
         shard_size: args.shard_size,
@@ -48,7 +48,7 @@ pub fn run(args: BenchPipelineArgs) -> anyhow::Result<ExitCode> {
         }),
         nlp: NlpSpec { path: args.nlp },
     };
-    let report = tokio::runtime::Runtime::new()?.block_on(pipeline_bench::run(&opts))?;
+    let report = tokio::runtime::Runtime::new()?.block_on(scoring_bench::run(&opts))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)
 }

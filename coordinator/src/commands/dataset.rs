@@ -4,7 +4,7 @@
 use super::flags;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use credence_shared::benchmarks::{self, profile, Benchmark, BuildOptions};
+use credence_shared::builders::{self, profile, Benchmark, BuildOptions};
 use credence_worker::decompose::ConjunctionOracle;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,12 +81,12 @@ fn build(a: BuildArgs) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         min_entailment: a.min_entailment,
     };
-    let built = benchmarks::build(a.name, &a.source, &options, &ConjunctionOracle::new())
+    let built = builders::build(a.name, &a.source, &options, &ConjunctionOracle::new())
         .with_context(|| format!("building {} from {}", a.name, a.source.display()))?;
     for step in &built.funnel {
         eprintln!("{:>6}  {}", step.remaining, step.step);
     }
-    let sha256 = benchmarks::write_jsonl(&a.out, &built.examples)
+    let sha256 = builders::write_jsonl(&a.out, &built.examples)
         .with_context(|| format!("writing {}", a.out.display()))?;
     println!(
         "{}: {} examples written to {}",

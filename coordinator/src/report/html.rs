@@ -5,19 +5,20 @@
 
 use super::render;
 use super::tables::TableOutcome;
-use credence_shared::domain::Mode;
+use credence_shared::domain::{ExampleMetrics, Mode};
 use credence_shared::store::RunStatistics;
 use credence_shared::sweep::SweepSpec;
 use plotters::prelude::*;
 
-/// The metrics plotted, with their headings and display scale.
-const PLOTTED: [(&str, &str, f64); 5] = [
-    ("semantic_f1", "Semantic-F1", 1.0),
-    ("epr", "EPR", 1.0),
-    ("avr", "AVR", 1.0),
-    ("rr", "RR", 1.0),
-    ("verify_ok", "verify%", 100.0),
-];
+/// The metrics plotted (the main table's), each with its heading and display scale
+/// from its definition.
+fn plotted() -> Vec<(&'static str, &'static str, f64)> {
+    super::tables::MAIN
+        .into_iter()
+        .filter_map(ExampleMetrics::def)
+        .map(|d| (d.name, d.presentation.heading, d.presentation.scale()))
+        .collect()
+}
 
 /// One row of an interval plot: its label, the estimate and its interval.
 struct Interval {
@@ -122,7 +123,7 @@ fn dataset_plots(
 ) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     let modes: Vec<Mode> = spec.modes.clone();
-    for (metric, heading, scale) in PLOTTED {
+    for (metric, heading, scale) in plotted() {
         let mut rows = Vec::new();
         for model in &spec.models {
             for mode in &modes {
@@ -147,7 +148,7 @@ fn dataset_plots(
             out.push((title, svg));
         }
     }
-    for (metric, heading, scale) in PLOTTED {
+    for (metric, heading, scale) in plotted() {
         let rows: Vec<Interval> = stats
             .comparisons
             .iter()

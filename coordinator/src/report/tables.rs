@@ -7,7 +7,7 @@
 //! [`TableOutcome::Unavailable`], with the reason in one line.
 
 use credence_shared::audit;
-use credence_shared::domain::{ExampleMetrics, Mode, Per};
+use credence_shared::domain::{Better, ExampleMetrics, Mode, Per};
 use credence_shared::matching::semantic::redundancy_rate_at;
 use credence_shared::store::{AggregateRecord, ComparisonRecord, RunStatistics, StoredOutput};
 use credence_shared::sweep::{ModelBackend, PromptKind, SweepSpec};
@@ -116,30 +116,39 @@ struct MetricColumn {
     digits: usize,
 }
 
-const fn col(
-    metric: &'static str,
-    heading: &'static str,
-    higher: Option<bool>,
-    scale: f64,
-    digits: usize,
-) -> MetricColumn {
+/// The column of a metric, as its definition ([`ExampleMetrics::DEFS`]) presents it.
+fn col(metric: &'static str) -> MetricColumn {
+    let shown = ExampleMetrics::def(metric)
+        .unwrap_or_else(|| panic!("{metric} is not in ExampleMetrics::DEFS"))
+        .presentation;
     MetricColumn {
         metric,
-        heading,
-        higher,
-        scale,
-        digits,
+        heading: shown.heading,
+        higher: shown.better.map(|b| b == Better::Higher),
+        scale: shown.scale(),
+        digits: shown.digits,
     }
 }
 
+impl MetricColumn {
+    /// The column under another heading, compared with nothing (the matching table's
+    /// four views of one quantity).
+    fn as_view(self, heading: &'static str) -> MetricColumn {
+        MetricColumn {
+            heading,
+            higher: None,
+            ..self
+        }
+    }
+}
+
+/// The metrics of the main and baselines tables (and the HTML report's plots).
+pub(super) const MAIN: [&str; 5] = ["semantic_f1", "epr", "avr", "rr", "verify_ok"];
+
 /// The metric columns of the main and baselines tables.
-const MAIN_METRICS: [MetricColumn; 5] = [
-    col("semantic_f1", "Semantic-F1", Some(true), 1.0, 3),
-    col("epr", "EPR", Some(true), 1.0, 3),
-    col("avr", "AVR", Some(false), 1.0, 3),
-    col("rr", "RR", Some(false), 1.0, 3),
-    col("verify_ok", "verify%", Some(true), 100.0, 1),
-];
+fn main_metrics() -> [MetricColumn; 5] {
+    MAIN.map(col)
+}
 
 struct Lookup<'a> {
     aggregates: HashMap<(&'a str, &'a str, &'a str, &'a str), &'a AggregateRecord>,
@@ -222,12 +231,7 @@ fn means_note(metrics: &[&str]) -> String {
     let over_claims: Vec<&str> = ExampleMetrics::DEFS
         .iter()
         .filter(|d| metrics.contains(&d.name) && d.per == Per::ClaimShare)
-        .map(|d| {
-            MAIN_METRICS
-                .iter()
-                .find(|m| m.metric == d.name)
-                .map_or(d.name, |m| m.heading)
-        })
+        .map(|d| d.presentation.heading)
         .collect();
     let mut note = "Means over examples with 95% percentile bootstrap intervals".to_string();
     if !over_claims.is_empty() {
@@ -409,7 +413,8 @@ fn headings(first: &[&str], metrics: &[MetricColumn]) -> Vec<String> {
 
 fn main(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
     let title = format!("Results on {dataset}");
-    let metrics: Vec<&str> = MAIN_METRICS.iter().map(|m| m.metric).collect();
+    let columns = main_metrics();
+    let metrics: Vec<&str> = columns.iter().map(|m| m.metric).collect();
     if !lookup.has(dataset, &metrics) {
         return unavailable(
             "main",
@@ -419,12 +424,12 @@ fn main(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
         );
     }
     let models: Vec<&str> = spec.models.iter().map(|m| m.name.as_str()).collect();
-    let rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &MAIN_METRICS);
+    let rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &columns);
     TableOutcome::Table(Table {
         name: "main",
         dataset: Some(dataset.into()),
         title,
-        columns: headings(&["Model", "Mode"], &MAIN_METRICS),
+        columns: headings(&["Model", "Mode"], &columns),
         rows,
         note: Some(format!(
             "{} verify% is the share of examples passing all three checks. Bold: the best of each model's modes.",
@@ -435,10 +440,7 @@ fn main(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
 
 fn semantic_vs_jaccard(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
     let title = format!("Semantic-F1 vs Jaccard-F1 on {dataset}");
-    const METRICS: [MetricColumn; 2] = [
-        col("semantic_f1", "Semantic-F1", Some(true), 1.0, 3),
-        col("jaccard_f1", "Jaccard-F1", Some(true), 1.0, 3),
-    ];
+    let metrics = ["semantic_f1", "jaccard_f1"].map(col);
     if !lookup.has(dataset, &["semantic_f1"]) {
         return unavailable(
             "semantic_vs_jaccard",
@@ -448,7 +450,7 @@ fn semantic_vs_jaccard(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> 
         );
     }
     let models: Vec<&str> = spec.models.iter().map(|m| m.name.as_str()).collect();
-    let mut rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &METRICS);
+    let mut rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &metrics);
     for row in &mut rows {
         let gap = match (&row[2], &row[3]) {
             (Cell::Estimate { mean: s, .. }, Cell::Estimate { mean: j, .. }) => Cell::Number {
@@ -459,7 +461,7 @@ fn semantic_vs_jaccard(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> 
         };
         row.push(gap);
     }
-    let mut columns = headings(&["Model", "Mode"], &METRICS);
+    let mut columns = headings(&["Model", "Mode"], &metrics);
     columns.push("Semantic - Jaccard".into());
     TableOutcome::Table(Table {
         name: "semantic_vs_jaccard",
@@ -487,14 +489,8 @@ fn baselines(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutco
             "the run has no baseline (sentence-split, conjunction-oracle or a FActScore-prompt model)".into(),
         );
     }
-    let mut metrics = MAIN_METRICS.to_vec();
-    metrics.push(col(
-        "parse_failed",
-        "parse failures %",
-        Some(false),
-        100.0,
-        1,
-    ));
+    let mut metrics = main_metrics().to_vec();
+    metrics.push(col("parse_failed"));
     let rows = model_mode_rows(lookup, dataset, &models, &[Mode::Base], &metrics);
     if rows.is_empty() {
         return unavailable(
@@ -512,26 +508,20 @@ fn baselines(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutco
         rows,
         note: Some(format!(
             "{} Parse failures: FActScore answers with no \"- \" bullet, scored as empty lists.",
-            means_note(&MAIN_METRICS.map(|m| m.metric))
+            means_note(&main_metrics().map(|m| m.metric))
         )),
     })
 }
 
 fn matching(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcome {
     let title = format!("Matching ablation on {dataset}");
-    const METRICS: [MetricColumn; 4] = [
-        // Four views of one quantity, compared across columns rather than modes:
-        // nothing is bold.
-        col("semantic_f1", "Unconstrained", None, 1.0, 3),
-        col("semantic_hungarian_f1", "Hungarian", None, 1.0, 3),
-        col(
-            "semantic_thresholded_f1",
-            "Thresholded (0.90)",
-            None,
-            1.0,
-            3,
-        ),
-        col("semantic_tanimoto_f1", "Tanimoto", None, 1.0, 3),
+    // Four views of one quantity, compared across columns rather than modes: nothing
+    // is bold.
+    let metrics = [
+        col("semantic_f1").as_view("Unconstrained"),
+        col("semantic_hungarian_f1").as_view("Hungarian"),
+        col("semantic_thresholded_f1").as_view("Thresholded (0.90)"),
+        col("semantic_tanimoto_f1").as_view("Tanimoto"),
     ];
     if !lookup.has(dataset, &["semantic_hungarian_f1"]) {
         return unavailable(
@@ -542,12 +532,12 @@ fn matching(spec: &SweepSpec, lookup: &Lookup<'_>, dataset: &str) -> TableOutcom
         );
     }
     let models: Vec<&str> = spec.models.iter().map(|m| m.name.as_str()).collect();
-    let rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &METRICS);
+    let rows = model_mode_rows(lookup, dataset, &models, &spec.modes, &metrics);
     TableOutcome::Table(Table {
         name: "matching",
         dataset: Some(dataset.into()),
         title,
-        columns: headings(&["Model", "Mode"], &METRICS),
+        columns: headings(&["Model", "Mode"], &metrics),
         rows,
         note: Some("Semantic-F1 under each matching: average-max (the paper's), one-to-one Hungarian, counting only cosines >= 0.90, and Tanimoto similarity cos / (2 - cos). Means over examples with 95% percentile bootstrap intervals.".into()),
     })
@@ -764,10 +754,11 @@ pub struct PValueOptions {
 
 fn significance(stats: &RunStatistics, dataset: &str, options: PValueOptions) -> TableOutcome {
     let title = format!("Paired comparisons on {dataset}");
+    let main = main_metrics();
     let compared: Vec<&ComparisonRecord> = stats
         .comparisons
         .iter()
-        .filter(|c| c.dataset == dataset && MAIN_METRICS.iter().any(|m| m.metric == c.metric))
+        .filter(|c| c.dataset == dataset && main.iter().any(|m| m.metric == c.metric))
         .collect();
     if compared.is_empty() {
         return unavailable(
@@ -777,7 +768,7 @@ fn significance(stats: &RunStatistics, dataset: &str, options: PValueOptions) ->
             "the run has no paired comparisons on this dataset".into(),
         );
     }
-    let metric = |name: &str| MAIN_METRICS.iter().find(|m| m.metric == name);
+    let metric = |name: &str| main.iter().find(|m| m.metric == name);
     let mut p: Vec<Option<f64>> = compared
         .iter()
         .map(|c| match (options.one_sided, metric(&c.metric)) {

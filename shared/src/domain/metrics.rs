@@ -1,7 +1,9 @@
 //! The per-example metrics: their one definition. Each metric is named once, in the
 //! [`example_metrics!`] invocation below, with its Rust type, its doc and (for the
-//! metrics the end-of-run table shows) its column label, and `[claim_share]` when one
-//! example's value is a share over its claims ([`Per`]). Everything else is derived from
+//! metrics the end-of-run table shows) its column label, `[claim_share]` when one
+//! example's value is a share over its claims ([`Per`]), and `as "Heading" higher|lower`
+//! for how the report's tables show it ([`Presentation`]; digits and percentages follow the
+//! type). Everything else is derived from
 //! that list: the [`ExampleMetrics`] struct the pipeline fills, [`ExampleMetrics::DEFS`],
 //! the long-form rows both stores write (`metric_values`: one row per job, example and
 //! metric), the wide SQL views people query (`example_metrics`, `results`), the
@@ -56,6 +58,56 @@ pub enum Per {
     ClaimShare,
 }
 
+/// Which way a metric is better, for the best value a table marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Higher is better (Semantic-F1, EPR, verify%).
+    Higher,
+    /// Lower is better (AVR, RR, parse failures).
+    Lower,
+}
+
+/// How the report's tables and plots show a metric's mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Presentation {
+    /// The column heading (`Semantic-F1`); the metric's name when none is given.
+    pub heading: &'static str,
+    /// Which way is better (`None`: the tables mark no best value).
+    pub better: Option<Better>,
+    /// Shown as a percentage (a flag's mean, a share of examples).
+    pub percent: bool,
+    /// Decimals shown.
+    pub digits: usize,
+}
+
+impl Presentation {
+    /// A flag's mean as a percentage with one decimal, a count's mean with two, a real
+    /// value with three.
+    const fn of(kind: MetricKind, heading: &'static str, better: Option<Better>) -> Presentation {
+        let (percent, digits) = match kind {
+            MetricKind::Flag => (true, 1),
+            MetricKind::Count => (false, 2),
+            MetricKind::Real => (false, 3),
+        };
+        Presentation {
+            heading,
+            better,
+            percent,
+            digits,
+        }
+    }
+
+    /// What a mean is multiplied by to be shown (100 for a percentage).
+    pub fn scale(&self) -> f64 {
+        if self.percent {
+            100.0
+        } else {
+            1.0
+        }
+    }
+}
+
 /// One per-example metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MetricDef {
@@ -71,6 +123,8 @@ pub struct MetricDef {
     /// What one example's value averages over (the tables' mean is always over
     /// examples).
     pub per: Per,
+    /// How the report shows its mean.
+    pub presentation: Presentation,
 }
 
 /// A metric name that is not in [`ExampleMetrics::DEFS`].
@@ -121,7 +175,8 @@ impl MetricValue for bool {
 }
 
 macro_rules! example_metrics {
-    ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty $([$per:ident])? $(=> $label:literal)?, )+) => {
+    ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty $([$per:ident])? $(=> $label:literal)?
+        $(as $heading:literal $($better:ident)?)?, )+) => {
         /// Per-example metrics of one mode's claims. A metric is `None` when the sweep
         /// lacks what it needs (e.g. Semantic-F1 without an encoder), never a made-up
         /// value; a `None` metric has no stored row and reads as NULL in the views.
@@ -139,8 +194,18 @@ macro_rules! example_metrics {
                     doc: concat!($($doc),+),
                     label: example_metrics!(@label $($label)?),
                     per: example_metrics!(@per $($per)?),
+                    presentation: Presentation::of(
+                        <$ty as MetricValue>::KIND,
+                        example_metrics!(@heading $name $($heading)?),
+                        example_metrics!(@better $($($better)?)?),
+                    ),
                 }, )+
             ];
+
+            /// The definition of the metric named `name`.
+            pub fn def(name: &str) -> Option<&'static MetricDef> {
+                Self::DEFS.iter().find(|d| d.name == name)
+            }
 
             /// The metrics that are set, as (name, stored value), in [`Self::DEFS`] order.
             pub fn values(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
@@ -174,6 +239,11 @@ macro_rules! example_metrics {
     (@label) => { None };
     (@per claim_share) => { Per::ClaimShare };
     (@per) => { Per::Example };
+    (@heading $name:ident $heading:literal) => { $heading };
+    (@heading $name:ident) => { stringify!($name) };
+    (@better higher) => { Some(Better::Higher) };
+    (@better lower) => { Some(Better::Lower) };
+    (@better) => { None };
 }
 
 example_metrics! {
@@ -184,13 +254,13 @@ example_metrics! {
     /// Jaccard-F1 recall: mean over references of the best max(Jaccard, difflib ratio).
     jaccard_r: f64 [claim_share],
     /// Jaccard-F1: greedy soft-F1 with sim = max(Jaccard, difflib ratio).
-    jaccard_f1: f64 => "jaccard_f1",
+    jaccard_f1: f64 => "jaccard_f1" as "Jaccard-F1" higher,
     /// Semantic-F1 precision: mean over claims of the highest cosine to a reference.
     semantic_p: f64 [claim_share],
     /// Semantic-F1 recall: mean over references of the highest cosine to a claim.
     semantic_r: f64 [claim_share],
     /// Semantic-F1 (average-max, unthresholded; the paper's headline metric).
-    semantic_f1: f64 => "semantic_f1",
+    semantic_f1: f64 => "semantic_f1" as "Semantic-F1" higher,
     /// Semantic-F1 precision under a Hungarian one-to-one matching.
     semantic_hungarian_p: f64 [claim_share],
     /// Semantic-F1 recall under a Hungarian one-to-one matching.
@@ -212,22 +282,22 @@ example_metrics! {
     /// Number of distinct entities of the source (tier 1 and tier 2).
     n_entities: u32,
     /// Entity preservation rate over both tiers; 1 when the source has no entity.
-    epr: f64 => "epr",
+    epr: f64 => "epr" as "EPR" higher,
     /// Entity preservation rate of the tier-1 (regex) entities alone.
     epr_tier1: f64,
     /// Entity preservation rate of the tier-2 (NER) entities alone.
     epr_tier2: f64,
     /// Atomicity violation rate: share of claims failing the atomicity predicate.
-    avr: f64 [claim_share] => "avr",
+    avr: f64 [claim_share] => "avr" as "AVR" lower,
     /// Number of compound-boundary nodes over all claims.
     n_viol: u32,
     /// Number of claims with a later claim at cosine >= tau_dup.
     dup_count: u32,
     /// Redundancy rate: dup_count / number of claims.
-    rr: f64 [claim_share] => "rr",
+    rr: f64 [claim_share] => "rr" as "RR" lower,
     /// Whether the claims pass all three verifier checks (AVR 0, EPR >= min_epr, no
     /// duplicate); its mean is verify%.
-    verify_ok: bool => "verify%",
+    verify_ok: bool => "verify%" as "verify%" higher,
     /// Number of claims flagged for an unresolved pronoun subject (self-containment).
     n_unresolved: u32,
     /// Modality consistency: share of the source's reporting verbs kept in the claims.
@@ -237,7 +307,7 @@ example_metrics! {
     /// Whether the LLM's answer held no claim its prompt's parser could read (the
     /// FActScore prompt without a "- " bullet), scored as an empty list; its mean is the
     /// parse-failure rate. Unset for the baselines, which have no answer to parse.
-    parse_failed: bool,
+    parse_failed: bool as "parse failures %" lower,
 }
 
 #[cfg(test)]
@@ -257,6 +327,26 @@ mod tests {
             assert!(json.get(d.name).is_some(), "{} is not a field", d.name);
             assert!(!d.doc.is_empty());
         }
+    }
+
+    #[test]
+    fn the_report_shows_each_metric_as_its_definition_says() {
+        let shown = |name: &str| ExampleMetrics::def(name).unwrap().presentation;
+        let f1 = shown("semantic_f1");
+        assert_eq!(
+            (f1.heading, f1.better, f1.percent, f1.digits),
+            ("Semantic-F1", Some(Better::Higher), false, 3)
+        );
+        assert_eq!(shown("avr").better, Some(Better::Lower));
+        let verify = shown("verify_ok");
+        assert_eq!(
+            (verify.heading, verify.scale(), verify.digits),
+            ("verify%", 100.0, 1)
+        );
+        // Without a heading: the name, no direction, digits by type.
+        let n = shown("n_claims");
+        assert_eq!((n.heading, n.better, n.digits), ("n_claims", None, 2));
+        assert!(ExampleMetrics::def("f2").is_none());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 mod metrics;
 
-pub use metrics::{ExampleMetrics, MetricDef, MetricKind, Per, UnknownMetric};
+pub use metrics::{
+    Better, ExampleMetrics, MetricDef, MetricKind, Per, Presentation, UnknownMetric,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -25,3 +25,23 @@ pub fn skip<T>(reason: &str) -> Option<T> {
     eprintln!("skipping: {reason}");
     None
 }
+
+/// The shared data sets: `$CREDENCE_SHARED_DATA`, else `../shared/data` beside the
+/// workspace (every crate of which sits one folder below its root).
+pub fn shared_data() -> std::path::PathBuf {
+    std::env::var_os("CREDENCE_SHARED_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data")
+        })
+}
+
+/// The corpus folder `name` of the shared data sets, or `None` (skip) outside CI when
+/// it is missing.
+pub fn corpus(name: &str) -> Option<std::path::PathBuf> {
+    let dir = shared_data().join(name);
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    skip(&format!("corpus {} not found", dir.display()))
+}

@@ -386,9 +386,9 @@ impl Decomposer for ConjunctionOracle {
     }
 }
 
-/// As ClaimDecompBench's rule oracle: the builder in `credence_shared::benchmarks` takes
+/// As ClaimDecompBench's rule oracle: the builder in `credence_shared::builders` takes
 /// the split through this trait, so the shared crate needs no worker code.
-impl credence_shared::benchmarks::ReferenceSplitter for ConjunctionOracle {
+impl credence_shared::builders::ReferenceSplitter for ConjunctionOracle {
     fn name(&self) -> &str {
         Self::FINGERPRINT
     }

@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod annotate;
 mod arc_eager;
 mod attribute_ruler;
 mod biluo;
@@ -22,18 +23,17 @@ mod lexeme;
 mod model_dir;
 mod msgpack;
 mod parser_model;
-mod pipeline;
 mod pychars_tables;
 mod thinc;
 mod tok2vec;
 mod tokenizer;
 mod tree;
 
+pub use annotate::Nlp;
 pub use doc::{Doc, DocRecord, Entity, FeatureIds, Token};
 pub use hashing::string_id;
 pub use model_dir::MODEL_FILES;
 pub use msgpack::DecodeError;
-pub use pipeline::Nlp;
 pub use tokenizer::{RawToken, Tokenizer};
 
 use std::path::PathBuf;

@@ -37,13 +37,7 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The shared data sets: `$CREDENCE_SHARED_DATA`, else `../shared/data` beside the
-/// workspace.
-pub fn shared_data() -> PathBuf {
-    std::env::var_os("CREDENCE_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("../shared/data"))
-}
+pub use skip::shared_data;
 
 /// `path` if it exists; otherwise panics under CI and returns `None` (skip) elsewhere.
 pub fn require(path: PathBuf, what: &str) -> Option<PathBuf> {

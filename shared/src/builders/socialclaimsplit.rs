@@ -429,7 +429,7 @@ pub fn render(rng: &mut ChaCha20Rng, post: &Post, k: usize, because: bool, but: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::benchmarks::profile::contains_marker;
+    use crate::builders::profile::contains_marker;
 
     fn claim(id: &str, text: &str, subject: Option<(&str, &'static str)>) -> Claim {
         Claim {

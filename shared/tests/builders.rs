@@ -9,7 +9,7 @@
 #[path = "support/skip.rs"]
 mod skip;
 
-use credence_shared::benchmarks::{
+use credence_shared::builders::{
     self, profile, socialclaimsplit, Benchmark, BuildOptions, ReferenceSplitter,
 };
 use credence_shared::sweep::ModelBackend;
@@ -18,16 +18,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// The shared corpus folder `name`, or None (skip) outside CI when it is missing.
-fn corpus(name: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(name);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    skip::skip(&format!("corpus {} not found", dir.display()))
-}
+use skip::corpus;
 
 /// The builders here need no oracle; one that is called is a bug.
 struct NoOracle;
@@ -41,7 +32,7 @@ impl ReferenceSplitter for NoOracle {
 }
 
 fn build(b: Benchmark, source: &Path) -> Vec<Example> {
-    benchmarks::build(b, source, &BuildOptions::default(), &NoOracle)
+    builders::build(b, source, &BuildOptions::default(), &NoOracle)
         .unwrap_or_else(|e| panic!("{b}: {e}"))
         .examples
 }
@@ -60,10 +51,10 @@ fn card_sha256(b: Benchmark) -> String {
 
 /// Same bytes on a second build, no repeated text or id, and the card's sha256.
 fn check_stable(b: Benchmark, source: &Path, examples: &[Example]) {
-    let bytes = benchmarks::to_jsonl(examples);
+    let bytes = builders::to_jsonl(examples);
     assert_eq!(
         bytes,
-        benchmarks::to_jsonl(&build(b, source)),
+        builders::to_jsonl(&build(b, source)),
         "{b}: rebuild differs"
     );
     let texts: HashSet<&str> = examples.iter().map(|e| e.text.as_str()).collect();
@@ -363,7 +354,7 @@ fn malformed_source_lines_are_named() {
             )
             .unwrap();
         }
-        let e = benchmarks::build(b, &path, &BuildOptions::default(), &NoOracle)
+        let e = builders::build(b, &path, &BuildOptions::default(), &NoOracle)
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(&format!("{}{want}", path.display())), "{e}");
@@ -405,7 +396,7 @@ fn socialclaimsplit_malformed_lines_and_wrong_folder_are_named() {
         let mut lines: Vec<&str> = text.lines().collect();
         lines[line - 1] = bad;
         std::fs::write(tmp.path().join(file), lines.join("\n") + "\n").unwrap();
-        let e = benchmarks::build(
+        let e = builders::build(
             Benchmark::SocialClaimSplit100,
             tmp.path(),
             &BuildOptions::default(),
@@ -420,7 +411,7 @@ fn socialclaimsplit_malformed_lines_and_wrong_folder_are_named() {
         assert!(e.starts_with(&want), "{e}");
     }
     let fever = data.join("fever");
-    let e = benchmarks::build(
+    let e = builders::build(
         Benchmark::SocialClaimSplit1000,
         &fever,
         &BuildOptions::default(),

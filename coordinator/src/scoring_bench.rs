@@ -17,7 +17,7 @@ use std::time::Instant;
 
 /// What to benchmark.
 #[derive(Debug, Clone)]
-pub struct PipelineBenchOptions {
+pub struct ScoringBenchOptions {
     /// Dataset files (JSONL); examples whose text was already seen are skipped.
     pub data: Vec<PathBuf>,
     /// Use at most this many examples.
@@ -59,7 +59,7 @@ impl PassReport {
 
 /// What the benchmark measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct PipelineBenchReport {
+pub struct ScoringBenchReport {
     /// Distinct examples scored per pass.
     pub examples: usize,
     /// Claims the oracle produced for them.
@@ -77,7 +77,7 @@ pub struct PipelineBenchReport {
 }
 
 /// Runs the benchmark. Progress goes to standard error.
-pub async fn run(opts: &PipelineBenchOptions) -> anyhow::Result<PipelineBenchReport> {
+pub async fn run(opts: &ScoringBenchOptions) -> anyhow::Result<ScoringBenchReport> {
     let mut seen = HashSet::new();
     let mut examples = Vec::new();
     for path in &opts.data {
@@ -154,7 +154,7 @@ pub async fn run(opts: &PipelineBenchOptions) -> anyhow::Result<PipelineBenchRep
     }
     let warm = passes.pop().expect("two passes");
     let cold = passes.pop().expect("two passes");
-    Ok(PipelineBenchReport {
+    Ok(ScoringBenchReport {
         examples: examples.len(),
         claims: claims.iter().map(Vec::len).sum(),
         decompose_s,

@@ -13,7 +13,7 @@
 //! A FEVER claim that starts with its page's name, on a page known to name a person or a
 //! thing, carries a [`Subject`], so that a sentence may fold it into a relative clause.
 
-use crate::benchmarks::{json_error, read_source, word_count, BenchmarkError};
+use crate::builders::{json_error, read_source, word_count, BenchmarkError};
 use crate::lexicon::REPORTING_VERBS;
 use crate::sentences::split_sentences;
 use serde::Deserialize;

@@ -13,7 +13,7 @@
 //! takes it as a [`ReferenceSplitter`] and this crate stays model-free.
 //!
 //! ```no_run
-//! use credence_shared::benchmarks::{self, Benchmark, BuildOptions, ReferenceSplitter};
+//! use credence_shared::builders::{self, Benchmark, BuildOptions, ReferenceSplitter};
 //! struct Sentences;
 //! impl ReferenceSplitter for Sentences {
 //!     fn name(&self) -> &str { "sentences" }
@@ -22,10 +22,10 @@
 //!     }
 //! }
 //! let source = std::path::Path::new("../shared/data/wiki-split");
-//! let built = benchmarks::build(Benchmark::WikiSplit100, source, &BuildOptions::default(), &Sentences)?;
-//! let sha256 = benchmarks::write_jsonl(std::path::Path::new("wiki100.jsonl"), &built.examples)?;
+//! let built = builders::build(Benchmark::WikiSplit100, source, &BuildOptions::default(), &Sentences)?;
+//! let sha256 = builders::write_jsonl(std::path::Path::new("wiki100.jsonl"), &built.examples)?;
 //! println!("{} examples, sha256 {sha256}", built.examples.len());
-//! # Ok::<(), credence_shared::benchmarks::BenchmarkError>(())
+//! # Ok::<(), credence_shared::builders::BenchmarkError>(())
 //! ```
 
 pub mod agnews;

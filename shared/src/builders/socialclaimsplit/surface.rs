@@ -4,7 +4,7 @@
 //! relative pronoun, so every marker in a post is one of its joins.
 
 use super::claims::{Corpus, CONNECTIVES};
-use crate::benchmarks::sampling::{chance, pick};
+use crate::builders::sampling::{chance, pick};
 use rand_chacha::ChaCha20Rng;
 
 /// Sentence-initial words that are lower-cased when the claim continues a sentence and
@@ -183,7 +183,7 @@ pub fn decorate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::benchmarks::profile::contains_marker;
+    use crate::builders::profile::contains_marker;
 
     #[test]
     fn clauses_drop_the_full_stop_but_not_an_abbreviation() {
