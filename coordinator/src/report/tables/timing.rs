@@ -1,0 +1,34 @@
+//! The timing table: seconds an example takes per model and mode.
+
+use super::*;
+
+pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
+    let title = "Seconds per example by mode".to_string();
+    if rows.is_empty() {
+        return unavailable("timing", None, title, "the run has no stage timings".into());
+    }
+    let number = |value: f64, digits: usize| Cell::Number { value, digits };
+    TableOutcome::Table(Table {
+        name: "timing",
+        dataset: None,
+        title,
+        columns: ["Model", "Mode", "n", "Mean s", "Std s", "P50 s", "Examples/min"]
+            .map(String::from)
+            .to_vec(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                vec![
+                    Cell::Text(r.model.clone()),
+                    Cell::Text(r.mode.as_str().into()),
+                    number(r.examples as f64, 0),
+                    number(r.mean, 4),
+                    number(r.std, 4),
+                    number(r.p50, 4),
+                    number(r.per_minute, 1),
+                ]
+            })
+            .collect(),
+        note: Some("Seconds each example spent in its mode's stages (verify: base plus parse, embed and verify, from the base jobs), over every dataset.".into()),
+    })
+}
