@@ -1,8 +1,10 @@
 //! The distributed engine's coordinator: connecting to PostgreSQL and RabbitMQ
 //! ([`Connections`]), launching a sweep (plan in one transaction, then publish with
 //! confirms and mark the jobs queued), resuming by difference, cancelling, progress
-//! ([`status`]), and the reaper ([`reaper`]) that repairs what crashes leave behind.
+//! ([`status`]), the reaper ([`reaper`]) that repairs what crashes leave behind, and the
+//! dead-letter queue as people see it ([`dead_letters`]).
 
+pub mod dead_letters;
 pub mod reaper;
 pub mod status;
 
