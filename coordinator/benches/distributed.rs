@@ -15,13 +15,13 @@
 //! Servers: CREDENCE_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) and
 //! CREDENCE_TEST_BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/%2f).
 
-use credence_shared::dataset::LoadedDataset;
-use credence_shared::domain::{Example, ExampleMetrics, ExampleResult, Mode};
-use credence_shared::job::{plan, Job, Message, PlannedDataset, PlannedModel};
-use credence_shared::queue::rabbitmq::{RabbitQueue, RabbitSettings};
-use credence_shared::queue::{job_queue, Queue};
-use credence_shared::store::postgres::PgStore;
-use credence_shared::store::{PlannedDatasetRecord, RunRecord, Store};
+use credence_core::dataset::LoadedDataset;
+use credence_core::domain::{Example, ExampleMetrics, ExampleResult, Mode};
+use credence_core::job::{plan, Job, Message, PlannedDataset, PlannedModel};
+use credence_infra::queue::rabbitmq::{RabbitQueue, RabbitSettings};
+use credence_infra::queue::{job_queue, Queue};
+use credence_infra::store::postgres::PgStore;
+use credence_infra::store::{PlannedDatasetRecord, RunRecord, Store};
 use credence_worker::job_loop::decode_work;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

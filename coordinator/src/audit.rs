@@ -6,15 +6,16 @@
 //! - [`gating`]: the gating false negatives (gated %, FN %, mean FN AVR per model) from
 //!   the stored `base` and `repair` outputs.
 //!
-//! The figures are computed in `credence_shared::audit`; this module reads the run and
+//! The figures are computed in `credence_core::audit`; this module reads the run and
 //! reruns the rule tier.
 
 use anyhow::{bail, Context};
-use credence_shared::audit::{self, ConvergenceRow, GatingRow};
-use credence_shared::domain::Mode;
-use credence_shared::store::{Store, StoredOutput};
-use credence_shared::sweep::SweepSpec;
-use credence_shared::Example;
+use credence_core::audit::StoredOutput;
+use credence_core::audit::{self, ConvergenceRow, GatingRow};
+use credence_core::domain::Mode;
+use credence_core::sweep::SweepSpec;
+use credence_core::Example;
+use credence_infra::store::Store;
 use credence_worker::pipeline::convergence;
 use credence_worker::pipeline::scoring::Scorer;
 use std::time::Instant;

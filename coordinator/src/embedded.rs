@@ -5,13 +5,14 @@
 use crate::planning::{load_decomposers, prepare, Plan};
 use crate::progress::RunProgress;
 use anyhow::Context;
-use credence_shared::aggregation::aggregate_config;
-use credence_shared::job::Message;
-use credence_shared::queue::{job_queue, memory::MemoryQueue, Queue};
-use credence_shared::store::{
-    sqlite::SqliteStore, ConfigRef, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
+use credence_core::job::ConfigRef;
+use credence_core::job::Message;
+use credence_core::sweep::SweepSpec;
+use credence_infra::aggregation::aggregate_config;
+use credence_infra::queue::{job_queue, memory::MemoryQueue, Queue};
+use credence_infra::store::{
+    sqlite::SqliteStore, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
 };
-use credence_shared::sweep::SweepSpec;
 use credence_worker::decompose::Decomposer;
 use credence_worker::embed::CacheCounts;
 use credence_worker::handler::JobHandler;
@@ -34,7 +35,7 @@ pub struct RunOptions {
     pub progress: bool,
     /// Where the job path reports stage seconds, jobs, examples, LLM requests and cache
     /// lookups (Prometheus with `credence run --metrics-addr`).
-    pub observer: Arc<dyn credence_shared::observe::JobObserver>,
+    pub observer: Arc<dyn credence_infra::observe::JobObserver>,
 }
 
 /// How a run ended.
@@ -161,7 +162,7 @@ async fn execute(
                     break;
                 }
             }
-            Ok::<_, credence_shared::queue::QueueError>(())
+            Ok::<_, credence_infra::queue::QueueError>(())
         });
     }
     drop(events_tx);

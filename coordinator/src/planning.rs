@@ -2,9 +2,9 @@
 //! that fails validation writes nothing), then plan jobs with their content keys.
 
 use anyhow::Context;
-use credence_shared::dataset::{self, LoadedDataset};
-use credence_shared::job::{plan, Job, PlannedDataset, PlannedModel};
-use credence_shared::sweep::SweepSpec;
+use credence_core::dataset::{self, LoadedDataset};
+use credence_core::job::{plan, Job, PlannedDataset, PlannedModel};
+use credence_core::sweep::SweepSpec;
 use credence_worker::decompose::{self, Decomposer};
 use credence_worker::pipeline::scoring::Scorer;
 use sha2::{Digest, Sha256};
@@ -99,7 +99,7 @@ pub fn config_version(sweep: &SweepSpec, encoder_fingerprint: Option<&str>) -> S
         "self_repair_prompt": credence_worker::pipeline::repair::llm::VERSION,
         "verifier": sweep.verifier,
         "encoder": encoder_fingerprint,
-        "nlp": credence_worker::nlp::fingerprint(),
+        "nlp": credence_nlp::fingerprint(),
         "models": sweep.models.iter().map(|m| (&m.name, m.prompt, m.max_new_tokens)).collect::<Vec<_>>(),
     });
     hex::encode(Sha256::digest(settings.to_string().as_bytes()))[..16].to_string()

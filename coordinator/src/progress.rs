@@ -1,7 +1,7 @@
 //! Progress bars, one per model x dataset x mode, counting examples.
 
-use credence_shared::domain::Mode;
-use credence_shared::job::Job;
+use credence_core::domain::Mode;
+use credence_core::job::Job;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::collections::{HashMap, HashSet};
 

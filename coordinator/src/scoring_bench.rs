@@ -5,9 +5,9 @@
 //! (warm). Reports examples/s and the seconds per stage of each pass.
 
 use anyhow::Context;
-use credence_shared::dataset;
-use credence_shared::store::sqlite::SqliteStore;
-use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+use credence_core::dataset;
+use credence_core::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+use credence_infra::store::sqlite::SqliteStore;
 use credence_worker::decompose::{ConjunctionOracle, DecomposeContext, Decomposer};
 use credence_worker::pipeline::scoring::{Scorer, ScoringInput, StageSeconds};
 use serde::Serialize;

@@ -1,8 +1,8 @@
 //! The summary table printed at the end of a run: mean per metric per
 //! model x dataset x mode; a metric the sweep did not compute shows as `-`.
 
-use credence_shared::domain::{ExampleMetrics, MetricDef, MetricKind};
-use credence_shared::store::SummaryRow;
+use credence_core::domain::{ExampleMetrics, MetricDef, MetricKind};
+use credence_infra::store::SummaryRow;
 use std::fmt::Write;
 
 /// Renders the rows as an aligned text table: the metrics with a summary label in
@@ -69,7 +69,7 @@ pub fn render(rows: &[SummaryRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_shared::Mode;
+    use credence_core::Mode;
 
     #[test]
     fn renders_aligned_columns_with_dashes_for_missing_metrics() {

@@ -4,7 +4,7 @@
 //! (built from the data folder) the paper's figures beside them. Under `CI=true` a
 //! missing corpus fails the test; elsewhere it is skipped.
 
-#[path = "../../shared/tests/support/skip.rs"]
+#[path = "../../core/tests/support/skip.rs"]
 mod skip;
 
 use sha2::{Digest, Sha256};

@@ -19,7 +19,7 @@ mod roles;
 mod wheels;
 
 use common::skip::skip;
-use credence_shared::queue::{job_queue, AGGREGATE_QUEUE};
+use credence_infra::queue::{job_queue, AGGREGATE_QUEUE};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -108,7 +108,7 @@ fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 /// The physical name of a logical queue name under `namespace`, as
-/// `RabbitQueue::physical` (shared/src/queue/rabbitmq.rs) makes it.
+/// `RabbitQueue::physical` (infra/src/queue/rabbitmq.rs) makes it.
 fn physical(namespace: &str, logical: &str) -> String {
     match logical.strip_prefix("credence") {
         Some(rest) => format!("{namespace}{rest}"),

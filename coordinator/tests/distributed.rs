@@ -326,13 +326,13 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
         c.workers.len() - 1
     };
     support::block_on(async {
-        use credence_shared::queue::Queue;
-        let mut s = credence_shared::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
+        use credence_infra::queue::Queue;
+        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
         s.namespace = c.namespace.clone();
-        let q = credence_shared::queue::rabbitmq::RabbitQueue::connect(s)
+        let q = credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
             .await
             .unwrap();
-        let name = credence_shared::queue::job_queue("sentence-split");
+        let name = credence_infra::queue::job_queue("sentence-split");
         q.publish(&name, b"{not json".to_vec()).await.unwrap();
         q.publish(&name, br#"{"kind":"job","v":9,"job":{}}"#.to_vec())
             .await
@@ -426,29 +426,29 @@ fn a_forged_message_is_dead_lettered_not_run() {
     );
     let f: Vec<&str> = row.split('|').collect();
     assert_eq!(f.len(), 8, "{row}");
-    let forged = credence_shared::job::Job {
+    let forged = credence_core::job::Job {
         key: f[0].into(),
         run_id: f[1].into(),
         model: "sentence-split".into(),
         model_fingerprint: f[2].into(),
         dataset: f[3].into(),
         dataset_hash: f[4].into(),
-        mode: credence_shared::Mode::Repair,
+        mode: credence_core::Mode::Repair,
         shard: 0,
         start: f[5].parse().unwrap(),
         len: f[6].parse().unwrap(),
         config_version: f[7].into(),
     };
-    let body = serde_json::to_vec(&credence_shared::job::Message::job(forged)).unwrap();
+    let body = serde_json::to_vec(&credence_core::job::Message::job(forged)).unwrap();
     // Published ahead of the real messages, so it reaches the worker first.
     support::block_on(async {
-        use credence_shared::queue::Queue;
-        let mut s = credence_shared::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
+        use credence_infra::queue::Queue;
+        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
         s.namespace = c.namespace.clone();
-        let q = credence_shared::queue::rabbitmq::RabbitQueue::connect(s)
+        let q = credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
             .await
             .unwrap();
-        q.publish(&credence_shared::queue::job_queue("sentence-split"), body)
+        q.publish(&credence_infra::queue::job_queue("sentence-split"), body)
             .await
             .unwrap();
         q.close().await;

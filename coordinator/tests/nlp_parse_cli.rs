@@ -2,7 +2,7 @@
 //! layout on standard output and in `--out`, and clear errors for bad input lines
 //! (an unpaired surrogate escaped in JSON cannot become a Rust string).
 
-#[path = "../../shared/tests/support/skip.rs"]
+#[path = "../../core/tests/support/skip.rs"]
 mod skip;
 
 use std::path::PathBuf;

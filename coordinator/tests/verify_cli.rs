@@ -2,7 +2,7 @@
 //! and as JSON for a source and its claims, the `--claims` JSONL form (standard output
 //! and `--out`), and file:line errors for bad input lines.
 
-#[path = "../../shared/tests/support/skip.rs"]
+#[path = "../../core/tests/support/skip.rs"]
 mod skip;
 
 use std::path::{Path, PathBuf};

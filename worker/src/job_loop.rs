@@ -13,11 +13,13 @@
 //! one aggregation job.
 
 use crate::handler::{JobError, JobHandler, JobInputs};
-use credence_shared::aggregation::aggregate_config;
-use credence_shared::job::{Job, Message, MESSAGE_VERSION};
-use credence_shared::observe::{JobObserver, JobOutcome, Stage};
-use credence_shared::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
-use credence_shared::store::{Attempt, ConfigRef, JobCommit, Store, StoreError};
+use credence_core::domain::Stage;
+use credence_core::job::ConfigRef;
+use credence_core::job::{Job, Message, MESSAGE_VERSION};
+use credence_infra::aggregation::aggregate_config;
+use credence_infra::observe::{JobObserver, JobOutcome};
+use credence_infra::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
+use credence_infra::store::{Attempt, JobCommit, Store, StoreError};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -89,7 +91,7 @@ pub struct LoopSettings {
 }
 
 /// How the commit that finishes a configuration gets it aggregated
-/// ([`credence_shared::aggregation::aggregate_config`] either way).
+/// ([`credence_infra::aggregation::aggregate_config`] either way).
 #[derive(Clone)]
 pub enum Aggregation {
     /// Not at all (tests of the loop alone).

@@ -10,10 +10,10 @@
 
 use crate::handler::JobHandler;
 use crate::job_loop::{consume, Aggregation, JobEvent, LoopSettings};
-use credence_shared::observe::NoObserver;
-use credence_shared::queue::{job_queue, Queue, AGGREGATE_QUEUE};
-use credence_shared::store::Store;
-use credence_shared::telemetry::WorkerMetrics;
+use credence_infra::observe::NoObserver;
+use credence_infra::queue::{job_queue, Queue, AGGREGATE_QUEUE};
+use credence_infra::store::Store;
+use credence_infra::telemetry::WorkerMetrics;
 use futures::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,8 +5,8 @@
 
 use crate::common::skip;
 
-use credence_shared::builders::{self, claimdecomp, Benchmark, BuildOptions};
-use credence_shared::entities::tier1_epr;
+use credence_core::builders::{self, claimdecomp, Benchmark, BuildOptions};
+use credence_core::entities::tier1_epr;
 use credence_worker::decompose::ConjunctionOracle;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};

@@ -8,7 +8,7 @@
 //! `OnceLock` are shared.
 
 mod common;
-#[path = "../../shared/tests/support/mod.rs"]
+#[path = "../../infra/tests/support/mod.rs"]
 mod servers;
 mod support {
     pub mod llm_server;

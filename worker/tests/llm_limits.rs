@@ -8,9 +8,9 @@ use crate::servers;
 use crate::support::llm_server;
 use crate::support::tiny_llm;
 
-use credence_shared::cache::GenerationCache;
-use credence_shared::store::postgres::PgStore;
-use credence_shared::store::sqlite::SqliteStore;
+use credence_infra::cache::GenerationCache;
+use credence_infra::store::postgres::PgStore;
+use credence_infra::store::sqlite::SqliteStore;
 use credence_worker::llm::local::LocalBackend;
 use credence_worker::llm::openai::OpenAiBackend;
 use credence_worker::llm::{ChatMessage, ChatRequest, GenerateError, GenerateOnce, Generator};

@@ -7,10 +7,10 @@
 
 use crate::support::llm_server;
 
-use credence_shared::domain::Example;
-use credence_shared::observe::NoObserver;
-use credence_shared::store::sqlite::SqliteStore;
-use credence_shared::sweep::PromptKind;
+use credence_core::domain::Example;
+use credence_core::sweep::PromptKind;
+use credence_infra::observe::NoObserver;
+use credence_infra::store::sqlite::SqliteStore;
 use credence_worker::decompose::{DecomposeContext, Decomposer, LlmDecomposer};
 use credence_worker::handler::decompose_shard;
 use credence_worker::llm::openai::OpenAiBackend;

@@ -7,10 +7,10 @@
 use crate::common;
 use crate::support::llm_server;
 
-use credence_shared::domain::{Example, Mode};
-use credence_shared::observe::NoObserver;
-use credence_shared::store::sqlite::SqliteStore;
-use credence_shared::sweep::{EncoderSpec, NlpSpec, PromptKind, VerifierSettings};
+use credence_core::domain::{Example, Mode};
+use credence_core::sweep::{EncoderSpec, NlpSpec, PromptKind, VerifierSettings};
+use credence_infra::observe::NoObserver;
+use credence_infra::store::sqlite::SqliteStore;
 use credence_worker::decompose::{Decomposer, LlmDecomposer};
 use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
 use credence_worker::llm::retry::RetryPolicy;

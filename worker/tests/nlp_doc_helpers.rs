@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use credence_worker::nlp::Nlp;
+use credence_nlp::Nlp;
 
 const TEXT: &str = "Alice and Bob visited Paris and Rome, and the city was praised.";
 

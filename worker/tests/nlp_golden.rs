@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use credence_worker::nlp::{Doc, Nlp};
+use credence_nlp::{Doc, Nlp};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

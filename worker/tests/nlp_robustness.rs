@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use credence_worker::nlp::{Doc, Nlp};
+use credence_nlp::{Doc, Nlp};
 
 /// The structural guarantees of a spaCy doc.
 fn assert_well_formed(text: &str, doc: &Doc) {
@@ -151,7 +151,7 @@ fn a_missing_or_altered_model_file_is_a_clear_error() {
     };
     let tmp = tempfile::tempdir().expect("temp dir");
     let copy = tmp.path().join("en_core_web_sm");
-    for (name, _) in credence_worker::nlp::MODEL_FILES {
+    for (name, _) in credence_nlp::MODEL_FILES {
         let to = copy.join(name);
         std::fs::create_dir_all(to.parent().expect("file has a parent")).expect("mkdir");
         std::fs::copy(dir.join(name), &to).unwrap_or_else(|e| panic!("copying {name}: {e}"));

@@ -6,8 +6,8 @@
 
 use crate::common;
 
+use credence_nlp::Nlp;
 use credence_worker::decompose::SentenceSplit;
-use credence_worker::nlp::Nlp;
 use serde::Deserialize;
 use std::collections::HashMap;
 

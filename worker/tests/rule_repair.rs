@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use credence_worker::nlp::Nlp;
+use credence_nlp::Nlp;
 use credence_worker::pipeline::repair::split::{split_claim, SplitOptions, SplitRule};
 use credence_worker::pipeline::verify::atomicity_boundaries;
 use std::sync::OnceLock;
@@ -148,8 +148,8 @@ mod tier {
     //! all-MiniLM-L6-v2, through an embedding cache in a SQLite store.
 
     use super::common;
-    use credence_shared::store::sqlite::SqliteStore;
-    use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+    use credence_core::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+    use credence_infra::store::sqlite::SqliteStore;
     use credence_worker::pipeline::repair::{RepairAction, RuleRepair, RuleRepairConfig};
     use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
 

@@ -7,12 +7,12 @@
 
 use crate::common;
 
-use credence_shared::builders::{self, Benchmark, BuildOptions};
-use credence_shared::cache::NoCache;
-use credence_shared::domain::{Example, Mode};
-use credence_shared::observe::NoObserver;
-use credence_shared::store::sqlite::SqliteStore;
-use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+use credence_core::builders::{self, Benchmark, BuildOptions};
+use credence_core::domain::{Example, Mode};
+use credence_core::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+use credence_infra::cache::NoCache;
+use credence_infra::observe::NoObserver;
+use credence_infra::store::sqlite::SqliteStore;
 use credence_worker::decompose::ConjunctionOracle;
 use credence_worker::pipeline::modes::ModeRunner;
 use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
@@ -52,7 +52,7 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
     let mut lists: Vec<Vec<String>> = Vec::new();
     for ex in &sources {
         for claims in [
-            credence_shared::sentences::split_sentences(&ex.text)
+            credence_core::sentences::split_sentences(&ex.text)
                 .into_iter()
                 .filter_map(credence_worker::decompose::as_claim)
                 .collect::<Vec<_>>(),

@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use credence_shared::matching::semantic::CosineMatrix;
-use credence_worker::nlp::{Doc, Nlp};
+use credence_core::matching::semantic::CosineMatrix;
+use credence_nlp::{Doc, Nlp};
 use credence_worker::pipeline::verify::{
     atomicity_boundaries, AtomicityRecord, AtomicityRule, Verifier, VerifierConfig, VerifierReport,
 };

@@ -4,7 +4,7 @@
 
 use clap::Args;
 use credence::scoring_bench::{self, ScoringBenchOptions};
-use credence_shared::sweep::{EncoderSpec, NlpSpec};
+use credence_core::sweep::{EncoderSpec, NlpSpec};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

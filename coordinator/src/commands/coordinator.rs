@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use credence::distributed::reaper;
 use credence::distributed::ConnectArgs;
-use credence_shared::telemetry::{self, ReaperMetrics};
+use credence_infra::telemetry::{self, ReaperMetrics};
 use std::process::ExitCode;
 
 /// The coordinator's long-running duties.
@@ -33,7 +33,7 @@ struct ServeArgs {
     /// 127.0.0.1:PORT (0.0.0.0:PORT serves every interface: only behind a firewall or
     /// NetworkPolicy). Default: no endpoint.
     #[arg(long, env = "CREDENCE_METRICS_ADDR", value_name = "ADDR",
-          value_parser = credence_shared::telemetry::parse_metrics_addr)]
+          value_parser = credence_infra::telemetry::parse_metrics_addr)]
     metrics_addr: Option<std::net::SocketAddr>,
 }
 

@@ -4,7 +4,7 @@
 use super::flags;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use credence_shared::builders::{self, profile, Benchmark, BuildOptions};
+use credence_core::builders::{self, profile, Benchmark, BuildOptions};
 use credence_worker::decompose::ConjunctionOracle;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -99,7 +99,7 @@ fn build(a: BuildArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let dataset = credence_shared::dataset::load(&a.file)?;
+    let dataset = credence_core::dataset::load(&a.file)?;
     let stats = profile::profile(&dataset.examples);
     let benchmark = a.benchmark.or_else(|| {
         a.file

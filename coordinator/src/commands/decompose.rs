@@ -5,8 +5,8 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use credence_shared::domain::Mode;
-use credence_shared::sweep::{
+use credence_core::domain::Mode;
+use credence_core::sweep::{
     self, ModelBackend, ModelSpec, PromptKind, VerifierSettings, LOCAL_PRESETS, PRESETS,
 };
 use credence_worker::decompose::{self, DecomposeContext};

@@ -43,9 +43,9 @@ pub struct StoreArgs {
 
 impl StoreArgs {
     /// Opens the store and checks that it holds `run`.
-    pub async fn open(&self, run: &str) -> anyhow::Result<Box<dyn credence_shared::store::Store>> {
+    pub async fn open(&self, run: &str) -> anyhow::Result<Box<dyn credence_infra::store::Store>> {
         use anyhow::Context;
-        use credence_shared::store::{postgres::PgStore, sqlite::SqliteStore, Store};
+        use credence_infra::store::{postgres::PgStore, sqlite::SqliteStore, Store};
         let store: Box<dyn Store> = match (&self.db, &self.database) {
             (Some(db), _) => {
                 if !db.exists() {

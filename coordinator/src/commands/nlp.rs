@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use credence::jsonl::read_text_lines;
-use credence_worker::nlp::Nlp;
+use credence_nlp::Nlp;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -5,7 +5,7 @@
 use super::decompose::load_scorer;
 use anyhow::Context;
 use clap::Args;
-use credence_shared::domain::Mode;
+use credence_core::domain::Mode;
 use credence_worker::pipeline::modes;
 use credence_worker::pipeline::verify::VerifierReport;
 use std::path::PathBuf;

@@ -4,8 +4,8 @@ use anyhow::Context;
 use clap::Args;
 use credence::embedded::{self, RunOptions};
 use credence::summary;
-use credence_shared::observe::{JobObserver, NoObserver};
-use credence_shared::telemetry::WorkerMetrics;
+use credence_infra::observe::{JobObserver, NoObserver};
+use credence_infra::telemetry::WorkerMetrics;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// Serve Prometheus metrics on this address while the run lasts (HOST:PORT, or PORT
     /// alone for 127.0.0.1:PORT): jobs, examples, seconds per stage, LLM tokens and
     /// requests, cache hits and misses, as a worker of the distributed engine does.
-    #[arg(long, value_name = "ADDR", value_parser = credence_shared::telemetry::parse_metrics_addr)]
+    #[arg(long, value_name = "ADDR", value_parser = credence_infra::telemetry::parse_metrics_addr)]
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
@@ -47,7 +47,7 @@ fn default_workers() -> usize {
 
 /// Runs the command; the exit code says whether every job has results.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let sweep = credence_shared::sweep::load(&args.sweep)?;
+    let sweep = credence_core::sweep::load(&args.sweep)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -62,10 +62,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(addr) => {
                 let metrics = WorkerMetrics::new()?;
                 metrics.job.up.set(1);
-                let listener = credence_shared::telemetry::bind(addr).await?;
+                let listener = credence_infra::telemetry::bind(addr).await?;
                 let registry = metrics.registry().clone();
                 tokio::spawn(async move {
-                    if let Err(e) = credence_shared::telemetry::serve_on(listener, registry).await {
+                    if let Err(e) = credence_infra::telemetry::serve_on(listener, registry).await {
                         tracing::error!(error = %e, "metrics endpoint stopped");
                     }
                 });

@@ -1,11 +1,11 @@
 //! `credence stats` (hidden): tools for checking the bootstrap from outside. `indices`
 //! writes a dataset's index matrix as a NumPy `.npy` file (B x n, little-endian u32) so
 //! that another implementation can resample the very same example ids; `bench` times
-//! the issue-14 workload (`credence_shared::stats::benchmark`).
+//! the issue-14 workload (`credence_core::stats::benchmark`).
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use credence_shared::stats::{benchmark, Bootstrap, IndexMatrix};
+use credence_core::stats::{benchmark, Bootstrap, IndexMatrix};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

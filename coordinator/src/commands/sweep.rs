@@ -179,7 +179,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
 
 async fn launch(a: LaunchArgs) -> anyhow::Result<ExitCode> {
     // Validation (sweep, datasets, models) comes before any connection or write.
-    let sweep = credence_shared::sweep::load(&a.sweep)?;
+    let sweep = credence_core::sweep::load(&a.sweep)?;
     let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
     let done: anyhow::Result<ExitCode> = async {
         let report = distributed::launch(sweep, &conn, a.plan_only).await?;

@@ -5,9 +5,9 @@ use super::signals::stop_on_signals;
 use anyhow::Context;
 use clap::Args;
 use credence::distributed::{ConnectArgs, Connections};
-use credence_shared::queue::Queue;
-use credence_shared::store::{Store, StoreError};
-use credence_shared::telemetry::WorkerMetrics;
+use credence_infra::queue::Queue;
+use credence_infra::store::{Store, StoreError};
+use credence_infra::telemetry::WorkerMetrics;
 use credence_worker::serve::{serve, WorkerOptions};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub struct WorkerArgs {
     /// 127.0.0.1:PORT (0.0.0.0:PORT serves every interface: only behind a firewall or
     /// NetworkPolicy). Default: no endpoint.
     #[arg(long, env = "CREDENCE_METRICS_ADDR", value_name = "ADDR",
-          value_parser = credence_shared::telemetry::parse_metrics_addr)]
+          value_parser = credence_infra::telemetry::parse_metrics_addr)]
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
@@ -98,7 +98,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 let m = WorkerMetrics::new()?;
                 let registry = m.registry().clone();
                 tokio::spawn(async move {
-                    if let Err(e) = credence_shared::telemetry::serve(addr, registry).await {
+                    if let Err(e) = credence_infra::telemetry::serve(addr, registry).await {
                         tracing::error!(error = %e, "metrics endpoint stopped");
                     }
                 });

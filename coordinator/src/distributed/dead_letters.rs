@@ -3,7 +3,7 @@
 //! jobs once their cause is fixed.
 
 use super::Connections;
-use credence_shared::queue::{DeadLetter, Queue};
+use credence_infra::queue::{DeadLetter, Queue};
 use credence_worker::job_loop::{decode_work, Work};
 use serde::Serialize;
 

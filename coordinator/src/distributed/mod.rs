@@ -11,13 +11,13 @@ pub mod status;
 use crate::planning::prepare;
 use anyhow::Context;
 use clap::Args;
-use credence_shared::job::{Job, Message};
-use credence_shared::queue::job_queue;
-use credence_shared::queue::rabbitmq::{RabbitQueue, RabbitSettings};
-use credence_shared::queue::Queue;
-use credence_shared::store::postgres::PgStore;
-use credence_shared::store::{PlannedDatasetRecord, RunRecord, Store};
-use credence_shared::sweep::SweepSpec;
+use credence_core::job::{Job, Message};
+use credence_core::sweep::SweepSpec;
+use credence_infra::queue::job_queue;
+use credence_infra::queue::rabbitmq::{RabbitQueue, RabbitSettings};
+use credence_infra::queue::Queue;
+use credence_infra::store::postgres::PgStore;
+use credence_infra::store::{PlannedDatasetRecord, RunRecord, Store};
 use std::time::Duration;
 
 /// Where the distributed engine's servers are; shared by every distributed command.

@@ -13,10 +13,10 @@
 //! A tick that cannot reach a server logs and waits for the next.
 
 use super::{publish_jobs, Connections};
-use credence_shared::job::{Message, MESSAGE_VERSION};
-use credence_shared::queue::{job_queue, Queue, AGGREGATE_QUEUE};
-use credence_shared::store::Store;
-use credence_shared::telemetry::ReaperMetrics;
+use credence_core::job::{Message, MESSAGE_VERSION};
+use credence_infra::queue::{job_queue, Queue, AGGREGATE_QUEUE};
+use credence_infra::store::Store;
+use credence_infra::telemetry::ReaperMetrics;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::watch;

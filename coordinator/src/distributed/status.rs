@@ -1,8 +1,8 @@
 //! `sweep status`: a run's progress per model x dataset x mode (a bar, jobs by state,
 //! examples, rate and ETA), and its failed jobs with their errors; text or JSON.
 
-use credence_shared::store::postgres::ops::{ConfigProgress, FailedJob};
-use credence_shared::store::postgres::PgStore;
+use credence_infra::store::postgres::ops::{ConfigProgress, FailedJob};
+use credence_infra::store::postgres::PgStore;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -200,7 +200,7 @@ pub async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_shared::Mode;
+    use credence_core::Mode;
 
     #[test]
     fn renders_bars_rates_and_failures() {

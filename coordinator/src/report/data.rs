@@ -3,10 +3,11 @@
 
 use super::tables::PValueOptions;
 use anyhow::Context;
-use credence_shared::audit::ConvergenceRow;
-use credence_shared::store::{RunStatistics, Store, StoredOutput};
-use credence_shared::sweep::SweepSpec;
-use credence_shared::timing::{self, TimingRow};
+use credence_core::audit::ConvergenceRow;
+use credence_core::audit::StoredOutput;
+use credence_core::sweep::SweepSpec;
+use credence_core::timing::{self, TimingRow};
+use credence_infra::store::{RunStatistics, Store};
 
 /// Passes of the rule-repair table (the paper's k = 1, 2, 3).
 pub const REPAIR_PASSES: u32 = 3;

@@ -5,9 +5,9 @@
 
 use super::render;
 use super::tables::TableOutcome;
-use credence_shared::domain::{ExampleMetrics, Mode};
-use credence_shared::store::RunStatistics;
-use credence_shared::sweep::SweepSpec;
+use credence_core::domain::{ExampleMetrics, Mode};
+use credence_core::sweep::SweepSpec;
+use credence_infra::store::RunStatistics;
 use plotters::prelude::*;
 
 /// The metrics plotted (the main table's), each with its heading and display scale

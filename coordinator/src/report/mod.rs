@@ -8,7 +8,7 @@ pub mod render;
 pub mod tables;
 pub mod text;
 
-use credence_shared::store::RunStatistics;
+use credence_infra::store::RunStatistics;
 pub use data::{timing_table, ComparedRun, LoadOptions, RunData, REPAIR_PASSES};
 use serde_json::{json, Value};
 
@@ -71,7 +71,7 @@ pub fn json(stats: &RunStatistics, tables: &[tables::TableOutcome]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_shared::store::{AggregateRecord, ComparisonRecord};
+    use credence_infra::store::{AggregateRecord, ComparisonRecord};
 
     #[test]
     fn json_has_the_issue_s_fields() {

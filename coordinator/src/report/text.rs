@@ -1,10 +1,10 @@
 //! The reports that `credence audit` and `credence report --timing` print as
 //! aligned text for a terminal: the convergence audit, the gating table and the timing
-//! table. The figures come from `credence_shared::audit` and `credence_shared::timing`;
+//! table. The figures come from `credence_core::audit` and `credence_core::timing`;
 //! how they look is decided here, beside the report's other formats.
 
-use credence_shared::audit::{ConvergenceRow, GatingRow};
-use credence_shared::timing::TimingRow;
+use credence_core::audit::{ConvergenceRow, GatingRow};
+use credence_core::timing::TimingRow;
 
 fn opt(v: Option<f64>, width: usize) -> String {
     v.map_or_else(|| format!("{:>width$}", "-"), |x| format!("{x:>width$.4}"))
@@ -156,7 +156,7 @@ pub fn timing(table: &[TimingRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_shared::domain::Mode;
+    use credence_core::domain::Mode;
 
     #[test]
     fn the_gating_table_names_the_overall_rows_and_shows_missing_figures_as_dashes() {

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 pub mod crafted;
-#[path = "../../../shared/tests/support/skip.rs"]
+#[path = "../../../core/tests/support/skip.rs"]
 pub mod skip;
 
 use std::path::Path;

@@ -195,7 +195,7 @@ fn metrics_bind_loopback_unless_a_recipe_guards_the_network() {
 
     // The binary: a bare port is 127.0.0.1, and the variable goes through the same check.
     assert_eq!(
-        credence_shared::telemetry::parse_metrics_addr("9464").map(|a| a.to_string()),
+        credence_infra::telemetry::parse_metrics_addr("9464").map(|a| a.to_string()),
         Ok("127.0.0.1:9464".to_string())
     );
     for (args, env) in [

@@ -169,7 +169,7 @@ fn the_app_role_is_no_superuser_and_the_grafana_role_only_reads() {
     let app = url_for(&n.app, APP_PASSWORD, &n.database);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let store = credence_shared::store::postgres::PgStore::connect(&app, 2)
+        let store = credence_infra::store::postgres::PgStore::connect(&app, 2)
             .await
             .expect("the app role migrates its database");
         store.pool().close().await;

@@ -6,10 +6,10 @@
 
 #![allow(dead_code)]
 
-#[path = "../../../shared/tests/support/skip.rs"]
+#[path = "../../../core/tests/support/skip.rs"]
 pub mod skip;
 
-use credence_shared::queue::rabbitmq::{RabbitQueue, RabbitSettings};
+use credence_infra::queue::rabbitmq::{RabbitQueue, RabbitSettings};
 use sqlx::Row;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -577,9 +577,9 @@ impl Drop for Cluster {
         let mut queues: Vec<String> = self
             .models
             .iter()
-            .map(|m| credence_shared::queue::job_queue(m))
+            .map(|m| credence_infra::queue::job_queue(m))
             .collect();
-        queues.push(credence_shared::queue::AGGREGATE_QUEUE.into());
+        queues.push(credence_infra::queue::AGGREGATE_QUEUE.into());
         block_on(async move {
             if let Ok(q) = RabbitQueue::connect(settings).await {
                 let _ = q.delete_queues(&queues).await;

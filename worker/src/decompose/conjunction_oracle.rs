@@ -11,7 +11,7 @@
 
 use super::{as_claim, DecomposeContext, DecomposeError, Decomposer, Decomposition};
 use async_trait::async_trait;
-use credence_shared::sentences::split_sentences;
+use credence_core::sentences::split_sentences;
 
 const AUXILIARIES: &[&str] = &[
     "is", "are", "was", "were", "be", "been", "am", "has", "have", "had", "do", "does", "did",
@@ -386,9 +386,9 @@ impl Decomposer for ConjunctionOracle {
     }
 }
 
-/// As ClaimDecompBench's rule oracle: the builder in `credence_shared::builders` takes
-/// the split through this trait, so the shared crate needs no worker code.
-impl credence_shared::builders::ReferenceSplitter for ConjunctionOracle {
+/// As ClaimDecompBench's rule oracle: the builder in `credence_core::builders` takes
+/// the split through this trait, so `credence_core` needs no worker code.
+impl credence_core::builders::ReferenceSplitter for ConjunctionOracle {
     fn name(&self) -> &str {
         Self::FINGERPRINT
     }

@@ -12,11 +12,11 @@ use crate::llm::openai::{self, OpenAiBackend, OpenAiSettings};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{GenerateError, GenerateOnce};
 use async_trait::async_trait;
-use credence_shared::cache::{GenerationCache, NoCache};
-use credence_shared::observe::{JobObserver, NoObserver};
-use credence_shared::store::StoreError;
-use credence_shared::sweep::{ModelBackend, ModelSpec};
-use credence_shared::Claim;
+use credence_core::sweep::{ModelBackend, ModelSpec};
+use credence_core::Claim;
+use credence_infra::cache::{GenerationCache, NoCache};
+use credence_infra::observe::{JobObserver, NoObserver};
+use credence_infra::store::StoreError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,7 +198,7 @@ pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
         ModelBackend::SentenceSplit => {
             // The pipeline folder the verifier finds by default ($CREDENCE_MODELS_DIR or
             // the checkout's models/).
-            let dir = crate::embed::locate(crate::nlp::PIPELINE_NAME, None);
+            let dir = crate::embed::locate(credence_nlp::PIPELINE_NAME, None);
             let splitter = SentenceSplit::load(&dir).map_err(|e| DecomposeError::Load {
                 model: spec.name.clone(),
                 message: e.to_string(),

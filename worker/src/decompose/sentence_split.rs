@@ -5,8 +5,8 @@
 //! stop is a token of the sentence before). A whitespace-only sentence is not a claim.
 
 use super::{DecomposeContext, DecomposeError, Decomposer, Decomposition};
-use crate::nlp::{Nlp, NlpError};
 use async_trait::async_trait;
+use credence_nlp::{Nlp, NlpError};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! sweep is encoded once, across jobs, modes, workers and reruns.
 
 use super::{EmbedError, Encoder};
-use credence_shared::cache::EmbeddingCache;
+use credence_infra::cache::EmbeddingCache;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,7 +80,7 @@ impl CachedEncoder {
                 Some(v) if v.len() == dim => vectors.push(Some(v)),
                 Some(v) => {
                     return Err(EmbedError::Cache(
-                        credence_shared::store::StoreError::Corrupt {
+                        credence_infra::store::StoreError::Corrupt {
                             what: "embedding_cache.vector",
                             message: format!(
                                 "encoder {} has dimension {dim}, the cached vector of {:?} has {}",
@@ -125,7 +125,7 @@ impl CachedEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_shared::store::sqlite::SqliteStore;
+    use credence_infra::store::sqlite::SqliteStore;
 
     /// A model-free encoder for the cache's bookkeeping: a text's vector is its byte
     /// histogram over 4 buckets, counted calls.

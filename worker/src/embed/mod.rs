@@ -3,7 +3,7 @@
 //! embedding cache in front of an encoder ([`cached::CachedEncoder`]).
 //!
 //! Semantic-F1, the redundancy check and entity responsibility all run on these vectors;
-//! the metric math itself lives in `credence_shared::matching::semantic`.
+//! the metric math itself lives in `credence_core::matching::semantic`.
 //!
 //! ```no_run
 //! use credence_worker::embed::{load_encoder, Encoder, EncoderOptions};
@@ -123,7 +123,7 @@ pub enum EmbedError {
     Model(candle_core::Error),
     /// The embedding cache failed.
     #[error("embedding cache: {0}")]
-    Cache(#[from] credence_shared::store::StoreError),
+    Cache(#[from] credence_infra::store::StoreError),
     /// The encoding task panicked or was cancelled.
     #[error("encoder task: {0}")]
     Task(String),
@@ -131,7 +131,7 @@ pub enum EmbedError {
 
 /// The model folder of an encoder: `path` if given; else `name` itself when it is a
 /// folder; else `<models>/<name>`, the models folder of
-/// [`credence_shared::sweep::models_dir`] (`$CREDENCE_MODELS_DIR`, else the checkout's
+/// [`credence_core::sweep::models_dir`] (`$CREDENCE_MODELS_DIR`, else the checkout's
 /// `models/`; never a folder found by walking up from the current one).
 pub fn locate(name: &str, path: Option<&Path>) -> PathBuf {
     if let Some(p) = path {
@@ -141,7 +141,7 @@ pub fn locate(name: &str, path: Option<&Path>) -> PathBuf {
     if as_path.is_dir() {
         return as_path.to_path_buf();
     }
-    credence_shared::sweep::models_dir().join(name)
+    credence_core::sweep::models_dir().join(name)
 }
 
 /// Loads an encoder named by a preset or a folder (see [`locate`]). The preset is the

@@ -6,8 +6,9 @@
 //! fails is dead-lettered once with the reason; it never reaches the store's job rows,
 //! the model cache or a metric label.
 
-use credence_shared::job::{content_key, Job};
-use credence_shared::store::{ConfigRef, Store, StoreError};
+use credence_core::job::ConfigRef;
+use credence_core::job::{content_key, Job};
+use credence_infra::store::{Store, StoreError};
 
 /// Why a message is refused: the dead-letter reason, stable text for people and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]

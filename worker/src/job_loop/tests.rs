@@ -5,17 +5,17 @@
 use super::*;
 use crate::decompose::{ConjunctionOracle, Decomposer};
 use async_trait::async_trait;
-use credence_shared::aggregation::Aggregation as StoreAggregation;
-use credence_shared::cache::{EmbeddingCache, GenerationCache, TokenUsage};
-use credence_shared::dataset::LoadedDataset;
-use credence_shared::domain::{Example, ExampleResult, Mode};
-use credence_shared::job::{plan, PlannedDataset, PlannedModel};
-use credence_shared::observe::{NoObserver, Observed, Recorder};
-use credence_shared::queue::memory::MemoryQueue;
-use credence_shared::queue::DeadLetter;
-use credence_shared::stats::ConfigValues;
-use credence_shared::store::sqlite::SqliteStore;
-use credence_shared::store::{
+use credence_core::aggregation::Aggregation as StoreAggregation;
+use credence_core::dataset::LoadedDataset;
+use credence_core::domain::{Example, ExampleResult, Mode};
+use credence_core::job::{plan, PlannedDataset, PlannedModel};
+use credence_core::stats::ConfigValues;
+use credence_infra::cache::{EmbeddingCache, GenerationCache, TokenUsage};
+use credence_infra::observe::{NoObserver, Observed, Recorder};
+use credence_infra::queue::memory::MemoryQueue;
+use credence_infra::queue::DeadLetter;
+use credence_infra::store::sqlite::SqliteStore;
+use credence_infra::store::{
     Attempt, PlannedDatasetRecord, RunRecord, RunStatistics, StoreError, SummaryRow,
 };
 use std::collections::HashSet;
@@ -49,7 +49,7 @@ fn decode_work_reads_aggregation_messages() {
             run_id: "r".into(),
             model: "m".into(),
             dataset: "d".into(),
-            mode: credence_shared::Mode::SelfRepair,
+            mode: credence_core::Mode::SelfRepair,
         })
     );
     assert_eq!(
@@ -106,7 +106,7 @@ impl GenerationCache for FlakyStore {
         model_fingerprint: &str,
         prompt: &str,
         params: &str,
-    ) -> Result<Option<credence_shared::cache::CachedGeneration>, StoreError> {
+    ) -> Result<Option<credence_infra::cache::CachedGeneration>, StoreError> {
         self.inner
             .generation(model_fingerprint, prompt, params)
             .await
@@ -206,14 +206,14 @@ impl Store for FlakyStore {
     async fn stage_seconds(
         &self,
         run_id: &str,
-    ) -> Result<Vec<credence_shared::timing::StageRow>, StoreError> {
+    ) -> Result<Vec<credence_core::timing::StageRow>, StoreError> {
         self.inner.stage_seconds(run_id).await
     }
 
     async fn run_outputs(
         &self,
         run_id: &str,
-    ) -> Result<Vec<credence_shared::store::StoredOutput>, StoreError> {
+    ) -> Result<Vec<credence_core::audit::StoredOutput>, StoreError> {
         self.inner.run_outputs(run_id).await
     }
 
@@ -460,7 +460,7 @@ async fn forged_job_messages_are_dead_lettered_once_with_their_reason() {
     let (store, job) = planned_store(dir.path(), 0).await;
     let before = job_row(&store, &job.key).await;
     let with_key = |mut j: Job| {
-        j.key = credence_shared::job::content_key(&j);
+        j.key = credence_core::job::content_key(&j);
         j
     };
     let forgeries = [

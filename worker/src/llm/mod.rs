@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-pub use credence_shared::sweep::PromptKind;
+pub use credence_core::sweep::PromptKind;
 pub use once::{GenerateOnce, Generated};
 pub use openai::OpenAiBackend;
 

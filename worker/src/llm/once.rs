@@ -10,9 +10,9 @@
 //! minute, and the next caller takes the generation over.
 
 use super::{ChatRequest, GenerateError, Generator};
-use credence_shared::cache::{CachedGeneration, GenerationCache, TokenUsage};
-use credence_shared::observe::{CacheKind, JobObserver, LlmRequest};
-use credence_shared::store::StoreError;
+use credence_infra::cache::{CachedGeneration, GenerationCache, TokenUsage};
+use credence_infra::observe::{CacheKind, JobObserver, LlmRequest};
+use credence_infra::store::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

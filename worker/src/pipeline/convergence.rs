@@ -1,15 +1,15 @@
 //! The passes of the convergence audit (PAPER.md "Convergence"): the rule tier applied
 //! once, then once more to its own output, up to k times, over a model x dataset's base
 //! claims, with the verifier's figures after each pass. The arithmetic over the
-//! trajectories (T1-T4, "P2 better") is `credence_shared::audit`.
+//! trajectories (T1-T4, "P2 better") is `credence_core::audit`.
 
 use super::modes::ModeError;
 use super::repair::{RepairAction, RuleRepair, RuleRepairConfig};
 use super::scoring::{Scorer, ScoringInput};
-use crate::nlp::Doc;
-use credence_shared::audit::PassPoint;
-use credence_shared::cache::EmbeddingCache;
-use credence_shared::{Claim, Example};
+use credence_core::audit::PassPoint;
+use credence_core::{Claim, Example};
+use credence_infra::cache::EmbeddingCache;
+use credence_nlp::Doc;
 
 /// Each example's figures after 0 (its `base` claims), 1, ..., `passes` rule passes:
 /// `result[e][k]`. Every pass is one pass of the tier (`max_iterations` = 1) on the

@@ -16,10 +16,11 @@ use super::repair::RepairAction;
 use super::scoring::{Scored, ScoredShard, Scorer, ScoringError, ScoringInput, StageSeconds};
 use super::verify::VerifierReport;
 use crate::decompose::LlmHandle;
-use credence_shared::cache::{EmbeddingCache, GenerationCache, NoCache};
-use credence_shared::domain::{Example, Mode};
-use credence_shared::observe::{JobObserver, NoObserver, Stage, StageTimes};
-use credence_shared::Claim;
+use credence_core::domain::{Example, Mode};
+use credence_core::domain::{Stage, StageTimes};
+use credence_core::Claim;
+use credence_infra::cache::{EmbeddingCache, GenerationCache, NoCache};
+use credence_infra::observe::{JobObserver, NoObserver};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -439,7 +440,7 @@ fn add_seconds(total: &mut StageSeconds, more: StageSeconds) {
 mod tests {
     use super::*;
     use crate::embed::EmbedError;
-    use credence_shared::store::StoreError;
+    use credence_infra::store::StoreError;
 
     fn cache_error(source: sqlx::Error) -> EmbedError {
         EmbedError::Cache(StoreError::Query {

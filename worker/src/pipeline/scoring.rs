@@ -6,18 +6,18 @@
 //! cache comes in as a narrow trait object.
 
 use crate::embed::{self, CachedEncoder, EmbedError, EncoderOptions};
-use crate::nlp::{Doc, Nlp, NlpError};
 use crate::pipeline::repair::{RepairError, RepairTools, RuleRepair, RuleRepairConfig};
 use crate::pipeline::verify::{Verifier, VerifierConfig, VerifierReport};
-use credence_shared::cache::EmbeddingCache;
-use credence_shared::domain::ExampleMetrics;
-use credence_shared::matching::semantic::{
+use credence_core::domain::ExampleMetrics;
+use credence_core::domain::{Stage, StageTimes};
+use credence_core::matching::semantic::{
     semantic_f1, semantic_f1_hungarian, semantic_f1_tanimoto, semantic_f1_thresholded, CosineMatrix,
 };
-use credence_shared::matching::soft_f1::{jaccard_f1, SoftF1};
-use credence_shared::observe::{Stage, StageTimes};
-use credence_shared::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
-use credence_shared::Claim;
+use credence_core::matching::soft_f1::{jaccard_f1, SoftF1};
+use credence_core::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+use credence_core::Claim;
+use credence_infra::cache::EmbeddingCache;
+use credence_nlp::{Doc, Nlp, NlpError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -129,7 +129,10 @@ impl Scorer {
         encoder: Option<&EncoderSpec>,
         settings: &VerifierSettings,
     ) -> Result<Scorer, ScorerLoadError> {
-        let nlp = Arc::new(crate::nlp::load_for(nlp)?);
+        let nlp = Arc::new(credence_nlp::Nlp::load(crate::embed::locate(
+            credence_nlp::PIPELINE_NAME,
+            nlp.path.as_deref(),
+        ))?);
         let encoder = match encoder {
             None => None,
             Some(spec) => {

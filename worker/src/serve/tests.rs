@@ -3,9 +3,9 @@
 
 use super::*;
 use async_trait::async_trait;
-use credence_shared::queue::memory::MemoryQueue;
-use credence_shared::queue::{Consumer, DeadLetter, Delivery, QueueError};
-use credence_shared::store::sqlite::SqliteStore;
+use credence_infra::queue::memory::MemoryQueue;
+use credence_infra::queue::{Consumer, DeadLetter, Delivery, QueueError};
+use credence_infra::store::sqlite::SqliteStore;
 
 /// How the consumer of the model's queue ends.
 #[derive(Clone, Copy)]

@@ -22,7 +22,7 @@ pub fn encoder_backends() -> Vec<Backend> {
     }
 }
 
-/// The skip rule every crate's tests share (`shared/tests/support/skip.rs`).
+/// The skip rule every crate's tests share (`core/tests/support/skip.rs`).
 pub use crate::servers::skip;
 
 /// `$CREDENCE_MODELS_DIR` (scripts/test sets it), else the workspace's `models/`.

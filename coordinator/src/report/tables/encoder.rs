@@ -19,7 +19,7 @@ pub(super) fn encoder_sensitivity(
     outputs: &[StoredOutput],
     (other_run, other_spec, other): (&str, &SweepSpec, &[StoredOutput]),
 ) -> TableOutcome {
-    use credence_shared::stats::correlation::{pearson, spearman};
+    use credence_core::stats::correlation::{pearson, spearman};
     let title = format!(
         "Encoder sensitivity of Semantic-F1: {} (this run) vs {} ({other_run})",
         encoder_name(spec),
@@ -126,7 +126,7 @@ mod tests {
              [[models]]\nname = \"b\"\nbackend = \"conjunction-oracle\"\n\
              [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n"
         );
-        credence_shared::sweep::parse(
+        credence_core::sweep::parse(
             &toml,
             std::path::Path::new("t.toml"),
             std::path::Path::new("."),

@@ -6,12 +6,13 @@
 //! per mode and the gating false negatives. A table the run has no figures for is
 //! [`TableOutcome::Unavailable`], with the reason in one line.
 
-use credence_shared::audit;
-use credence_shared::domain::{Better, ExampleMetrics, Mode, Per};
-use credence_shared::matching::semantic::redundancy_rate_at;
-use credence_shared::store::{AggregateRecord, ComparisonRecord, RunStatistics, StoredOutput};
-use credence_shared::sweep::{ModelBackend, PromptKind, SweepSpec};
-use credence_shared::timing::TimingRow;
+use credence_core::audit;
+use credence_core::audit::StoredOutput;
+use credence_core::domain::{Better, ExampleMetrics, Mode, Per};
+use credence_core::matching::semantic::redundancy_rate_at;
+use credence_core::sweep::{ModelBackend, PromptKind, SweepSpec};
+use credence_core::timing::TimingRow;
+use credence_infra::store::{AggregateRecord, ComparisonRecord, RunStatistics};
 
 use super::data::RunData;
 

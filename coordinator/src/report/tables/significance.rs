@@ -49,7 +49,7 @@ pub(super) fn significance(
         .collect();
     if options.holm {
         let present: Vec<usize> = (0..p.len()).filter(|&i| p[i].is_some()).collect();
-        let adjusted = credence_shared::stats::paired::holm(
+        let adjusted = credence_core::stats::paired::holm(
             &present
                 .iter()
                 .map(|&i| p[i].unwrap_or(1.0))

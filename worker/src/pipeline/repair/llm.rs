@@ -11,12 +11,12 @@
 use crate::decompose::LlmHandle;
 use crate::llm::once::OnceError;
 use crate::llm::{prompt, ChatMessage, ChatRequest, GenerateError, PromptKind};
-use crate::nlp::Doc;
 use crate::pipeline::verify::VerifierReport;
-use credence_shared::cache::GenerationCache;
-use credence_shared::observe::JobObserver;
-use credence_shared::store::StoreError;
-use credence_shared::Claim;
+use credence_core::Claim;
+use credence_infra::cache::GenerationCache;
+use credence_infra::observe::JobObserver;
+use credence_infra::store::StoreError;
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 
 /// The prompt's version: stored with results and part of the job key.

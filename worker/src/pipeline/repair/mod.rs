@@ -18,11 +18,11 @@
 pub mod llm;
 pub mod split;
 
-use crate::nlp::Doc;
 use crate::pipeline::verify::{Verifier, VerifierReport};
 use async_trait::async_trait;
-use credence_shared::matching::semantic::CosineMatrix;
-use credence_shared::Claim;
+use credence_core::matching::semantic::CosineMatrix;
+use credence_core::Claim;
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 use split::{split_claim, tidy, SplitOptions, SplitRule};
 use std::collections::HashMap;

@@ -20,8 +20,8 @@
 //! is left as it is (conditional and temporal clauses, `if` / `when` / `before` ..., are
 //! never split: their parts would assert what the claim does not).
 
-use crate::nlp::Doc;
 use crate::pipeline::verify::{AtomicityRule, Boundary, REPORTING_VERBS};
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 
 /// Which splitter made a split.

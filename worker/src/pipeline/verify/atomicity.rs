@@ -10,7 +10,7 @@
 //! - `relcl_subj`: a token with dep `relcl` that has a subject child, a relative pronoun
 //!   subject ("which was tested") included.
 
-use crate::nlp::Doc;
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 
 /// Which atomicity rule a boundary node breaks.
@@ -70,8 +70,8 @@ impl ClaimAtomicity {
 /// so it is at most one boundary). An empty list means the claim is atomic.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), credence_worker::nlp::NlpError> {
-/// use credence_worker::nlp::Nlp;
+/// # fn main() -> Result<(), credence_nlp::NlpError> {
+/// use credence_nlp::Nlp;
 /// use credence_worker::pipeline::verify::{atomicity_boundaries, AtomicityRule};
 /// let nlp = Nlp::load("models/en_core_web_sm")?;
 /// let doc = nlp.analyze("The bridge collapsed and the road was blocked.");

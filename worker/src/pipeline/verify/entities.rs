@@ -2,7 +2,7 @@
 //! and the EPR over them (PAPER.md "Decided here").
 //!
 //! E(S) is the union of two tiers, each entity counted once:
-//! - tier 1, the regex entities of [`credence_shared::entities`] (dates, times, numbers,
+//! - tier 1, the regex entities of [`credence_core::entities`] (dates, times, numbers,
 //!   percentages, money), one per distinct normalised value; preserved when some claim
 //!   holds a tier-1 entity with the same value, whatever kind either was detected as
 //!   ("2,000" keeps "2000", "5 per cent" keeps "5%");
@@ -13,8 +13,8 @@
 //!
 //! Report order: tier 1 first, then tier 2, each in order of first appearance in S.
 
-use crate::nlp::Doc;
-use credence_shared::entities;
+use credence_core::entities;
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 
 /// One distinct entity of the source and where it survives.

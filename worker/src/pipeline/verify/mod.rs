@@ -12,8 +12,8 @@
 //! report serialises deterministically (lists, never maps, in documented orders).
 //!
 //! ```no_run
-//! # fn main() -> Result<(), credence_worker::nlp::NlpError> {
-//! use credence_worker::nlp::Nlp;
+//! # fn main() -> Result<(), credence_nlp::NlpError> {
+//! use credence_nlp::Nlp;
 //! use credence_worker::pipeline::verify::{Verifier, VerifierConfig};
 //! let nlp = Nlp::load("models/en_core_web_sm")?;
 //! let source = nlp.analyze("The bridge collapsed and the road was blocked.");
@@ -41,8 +41,8 @@ pub use modality::{reporting_verbs, ModalityReport, REPORTING_VERBS};
 pub use redundancy::{DuplicatePair, RepetitionReport};
 pub use self_containment::PronounFlag;
 
-use crate::nlp::Doc;
-use credence_shared::matching::semantic::CosineMatrix;
+use credence_core::matching::semantic::CosineMatrix;
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 
 /// The verifier's thresholds and switches.

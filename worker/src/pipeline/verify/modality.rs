@@ -3,12 +3,12 @@
 //! paper's Appendix B lexicon, matched as whole tokens of the parse, case-insensitively,
 //! without lemmatisation (the paper limits coverage to the listed forms).
 
-use crate::nlp::Doc;
+use credence_nlp::Doc;
 use serde::{Deserialize, Serialize};
 
 /// The 27 reporting verbs of Appendix B, defined with the other paper word lists in
-/// `credence_shared::lexicon`.
-pub use credence_shared::lexicon::REPORTING_VERBS;
+/// `credence_core::lexicon`.
+pub use credence_core::lexicon::REPORTING_VERBS;
 
 /// Reporting verbs of the source and which of them the claims keep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

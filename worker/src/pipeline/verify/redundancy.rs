@@ -3,7 +3,7 @@
 //! recompute RR at any τ without re-embedding: each claim's highest cosine to a later
 //! claim (dup_count at τ = number of claims whose value is ≥ τ).
 
-use credence_shared::matching::semantic::CosineMatrix;
+use credence_core::matching::semantic::CosineMatrix;
 use serde::{Deserialize, Serialize};
 
 /// Two claims whose cosine reaches τ_dup.
@@ -66,7 +66,7 @@ pub(super) fn check(n: usize, cos: &CosineMatrix, tau_dup: f64) -> RepetitionRep
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_shared::matching::semantic::{dup_count, redundancy_rate};
+    use credence_core::matching::semantic::{dup_count, redundancy_rate};
 
     /// Unit vectors in the plane at the given angles' cosines to the x axis.
     fn at(cosines: &[f64]) -> Vec<Vec<f32>> {

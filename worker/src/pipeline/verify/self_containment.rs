@@ -14,7 +14,7 @@
 //! of S spelled like the claim's root (case-insensitive), else S's first compatible
 //! entity (also when the root's word is not in S).
 
-use crate::nlp::{Doc, Token};
+use credence_nlp::{Doc, Token};
 use serde::{Deserialize, Serialize};
 
 /// An unresolved pronoun subject and the source entity it stands for.

@@ -2,7 +2,7 @@
 //! serde form.
 
 use super::VerifierReport;
-use crate::nlp::Doc;
+use credence_nlp::Doc;
 use std::fmt::Write;
 
 fn yes_no(b: bool) -> &'static str {

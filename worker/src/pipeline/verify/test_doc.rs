@@ -1,6 +1,6 @@
 //! Hand-built docs for unit tests: only the fields the verifier reads are real.
 
-use crate::nlp::{Doc, Entity, FeatureIds, Token};
+use credence_nlp::{Doc, Entity, FeatureIds, Token};
 
 /// A doc of space-separated tokens from (text, dep, head) triples, without entities.
 pub(crate) fn doc(tokens: &[(&str, &str, usize)]) -> Doc {

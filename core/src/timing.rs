@@ -1,0 +1,174 @@
+//! The paper's timing table: per model and mode, the seconds an example takes through the
+//! mode's pipeline (mean, standard deviation, median) and examples per minute, from the
+//! `stage_seconds` rows a run's jobs write beside their results.
+//!
+//! Which stages a mode's pipeline counts (metrics and storing the results never count:
+//! they are the evaluation, not the method):
+//! - `base`: decompose;
+//! - `verify`: decompose, parse, embed, verify, from the `base` jobs' rows (they run the
+//!   verifier for the metrics, so the paper's base + verifier line needs no job of its
+//!   own);
+//! - `repair`, `self_repair`, `all`: decompose, parse, embed, verify, plus repair and
+//!   self_repair where they ran.
+//!
+//! Decompose is the model's generation time also when the mode's job found the base in
+//! the generation cache (the modes share one base generation): every mode is timed as
+//! if it had made the call. Parsing and embedding run for a whole shard at once; each
+//! example is given an even share.
+
+use crate::domain::{Mode, Stage};
+use std::collections::BTreeMap;
+
+/// One `stage_seconds` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageRow {
+    /// Model name.
+    pub model: String,
+    /// Dataset id.
+    pub dataset: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Example id.
+    pub example_id: String,
+    /// Stage.
+    pub stage: Stage,
+    /// Seconds.
+    pub seconds: f64,
+}
+
+/// One line of the timing table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TimingRow {
+    /// Model name.
+    pub model: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Examples timed (over every dataset of the run).
+    pub examples: usize,
+    /// Mean seconds per example.
+    pub mean: f64,
+    /// Sample standard deviation (n - 1) of the seconds per example; 0 for one example.
+    pub std: f64,
+    /// Median seconds per example (the mean of the middle two for an even count).
+    pub p50: f64,
+    /// Examples per minute at the mean: 60 / mean.
+    pub per_minute: f64,
+}
+
+/// Whether `stage` counts towards `mode`'s pipeline time.
+pub fn counts(mode: Mode, stage: Stage) -> bool {
+    match stage {
+        Stage::Decompose => true,
+        Stage::Parse | Stage::Embed | Stage::Verify => mode != Mode::Base,
+        Stage::Repair | Stage::SelfRepair => !matches!(mode, Mode::Base | Mode::Verify),
+        Stage::Metrics | Stage::Store => false,
+    }
+}
+
+/// The timing table of `rows`, one line per model and mode, sorted by model, then in the
+/// modes' order.
+pub fn table(rows: &[StageRow]) -> Vec<TimingRow> {
+    let mut per_example: BTreeMap<(&str, Mode, &str, &str), f64> = BTreeMap::new();
+    for r in rows {
+        let lines: &[Mode] = match r.mode {
+            Mode::Base => &[Mode::Base, Mode::Verify],
+            _ => std::slice::from_ref(&r.mode),
+        };
+        for &mode in lines.iter().filter(|&&m| counts(m, r.stage)) {
+            *per_example
+                .entry((&r.model, mode, &r.dataset, &r.example_id))
+                .or_default() += r.seconds;
+        }
+    }
+    let mut groups: BTreeMap<(&str, Mode), Vec<f64>> = BTreeMap::new();
+    for ((model, mode, _, _), s) in per_example {
+        groups.entry((model, mode)).or_default().push(s);
+    }
+    groups
+        .into_iter()
+        .map(|((model, mode), mut xs)| {
+            xs.sort_by(f64::total_cmp);
+            let n = xs.len();
+            let mean = xs.iter().sum::<f64>() / n as f64;
+            let std = if n > 1 {
+                (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+            } else {
+                0.0
+            };
+            let p50 = if n % 2 == 1 {
+                xs[n / 2]
+            } else {
+                (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+            };
+            TimingRow {
+                model: model.to_string(),
+                mode,
+                examples: n,
+                mean,
+                std,
+                p50,
+                per_minute: if mean > 0.0 {
+                    60.0 / mean
+                } else {
+                    f64::INFINITY
+                },
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(mode: Mode, example: &str, stage: Stage, seconds: f64) -> StageRow {
+        StageRow {
+            model: "m".into(),
+            dataset: "d".into(),
+            mode,
+            example_id: example.into(),
+            stage,
+            seconds,
+        }
+    }
+
+    #[test]
+    fn each_mode_counts_its_own_stages() {
+        let mut rows = Vec::new();
+        for mode in [Mode::Base, Mode::Repair] {
+            for (e, scale) in [("a", 1.0), ("b", 2.0), ("c", 6.0)] {
+                rows.push(row(mode, e, Stage::Decompose, 1.0 * scale));
+                rows.push(row(mode, e, Stage::Parse, 0.5 * scale));
+                rows.push(row(mode, e, Stage::Verify, 0.25 * scale));
+                rows.push(row(mode, e, Stage::Metrics, 100.0));
+                if mode == Mode::Repair {
+                    rows.push(row(mode, e, Stage::Repair, 0.25 * scale));
+                }
+            }
+        }
+        let t = table(&rows);
+        assert_eq!(
+            t.iter().map(|r| r.mode).collect::<Vec<_>>(),
+            [Mode::Base, Mode::Verify, Mode::Repair]
+        );
+        // base: 1, 2, 6 -> mean 3, median 2, std sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7).
+        assert_eq!((t[0].examples, t[0].mean, t[0].p50), (3, 3.0, 2.0));
+        assert!((t[0].std - 7f64.sqrt()).abs() < 1e-12);
+        assert_eq!(t[0].per_minute, 20.0);
+        // verify, from base's rows: 1.75 per unit; repair: 2.0 per unit.
+        assert!((t[1].mean - 1.75 * 3.0).abs() < 1e-12);
+        assert!((t[2].p50 - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_even_count_has_the_middle_two_as_median() {
+        let rows: Vec<StageRow> = [4.0, 1.0, 3.0, 2.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| row(Mode::All, &i.to_string(), Stage::Decompose, s))
+            .collect();
+        let t = table(&rows);
+        assert_eq!(t[0].p50, 2.5);
+        assert_eq!(t[0].examples, 4);
+    }
+}

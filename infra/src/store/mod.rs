@@ -1,0 +1,282 @@
+//! The store: where plans, results, caches and aggregates live. [`Store`] is the one
+//! interface; [`sqlite::SqliteStore`] is the embedded engine, [`postgres::PgStore`] the
+//! distributed one. Writes are idempotent: a job's results commit in one transaction
+//! together with its `done` state, keyed so that a redelivered job changes nothing.
+
+pub mod postgres;
+mod rows;
+pub mod sqlite;
+mod views;
+
+use crate::cache::Caches;
+pub use crate::error::StoreError;
+use async_trait::async_trait;
+use credence_core::aggregation::Aggregation;
+use credence_core::audit::StoredOutput;
+use credence_core::dataset::LoadedDataset;
+use credence_core::domain::{Example, ExampleResult, Mode};
+use credence_core::job::{ConfigRef, Job};
+use credence_core::stats::ConfigValues;
+use credence_core::sweep::SweepSpec;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+
+/// What committing a job's results did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[must_use = "a commit that completes its configuration must enqueue the aggregation job"]
+pub struct JobCommit {
+    /// This commit moved the job to `done` (false for a redelivered, already done job).
+    pub newly_done: bool,
+    /// This commit finished the last job of its model x dataset x mode: the caller
+    /// enqueues the one aggregation job of that configuration. True for exactly one
+    /// commit per configuration.
+    pub completes_config: bool,
+}
+
+/// A run as recorded in the store.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// The run id (the sweep's name).
+    pub run_id: String,
+    /// The sweep, as validated, serialised to JSON (what ran).
+    pub spec_json: String,
+}
+
+/// A dataset of a run, as the planner saw it.
+#[derive(Debug, Clone)]
+pub struct PlannedDatasetRecord<'a> {
+    /// Dataset id from the sweep.
+    pub id: &'a str,
+    /// The loaded dataset.
+    pub data: &'a LoadedDataset,
+}
+
+/// Mean of each metric over one model x dataset x mode of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryRow {
+    /// Model name.
+    pub model: String,
+    /// Dataset id.
+    pub dataset: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Examples with results.
+    pub n: u32,
+    /// Mean of each metric computed for these examples, by metric name
+    /// ([`credence_core::domain::ExampleMetrics::DEFS`]); a metric the sweep did not compute is
+    /// absent.
+    pub means: BTreeMap<String, f64>,
+}
+
+impl SummaryRow {
+    /// The mean of a metric, if computed.
+    pub fn mean(&self, metric: &str) -> Option<f64> {
+        self.means.get(metric).copied()
+    }
+}
+
+/// One stored `aggregates` row.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct AggregateRecord {
+    /// Model.
+    pub model: String,
+    /// Dataset id.
+    pub dataset: String,
+    /// Mode.
+    pub mode: String,
+    /// Metric.
+    pub metric: String,
+    /// Examples.
+    pub n: i64,
+    /// Mean over examples.
+    pub mean: f64,
+    /// Lower end of the 95% interval.
+    pub ci_low: Option<f64>,
+    /// Upper end of the 95% interval.
+    pub ci_high: Option<f64>,
+}
+
+/// One stored `comparisons` row: a - b on one dataset.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct ComparisonRecord {
+    /// Dataset id.
+    pub dataset: String,
+    /// Metric.
+    pub metric: String,
+    /// a's model.
+    pub a_model: String,
+    /// a's mode.
+    pub a_mode: String,
+    /// b's model.
+    pub b_model: String,
+    /// b's mode.
+    pub b_mode: String,
+    /// Examples compared.
+    pub n: i64,
+    /// mean(a) - mean(b).
+    pub delta: f64,
+    /// Lower end of its 95% interval.
+    pub ci_low: Option<f64>,
+    /// Upper end of its 95% interval.
+    pub ci_high: Option<f64>,
+    /// Two-sided paired bootstrap p-value.
+    pub p_value: Option<f64>,
+    /// Share of resampled differences <= 0 (the one-sided "not better" share when
+    /// higher is better).
+    pub p_le: Option<f64>,
+    /// Share of resampled differences >= 0 (the same when lower is better).
+    pub p_ge: Option<f64>,
+}
+
+/// A run's statistics as stored.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RunStatistics {
+    /// Means and intervals.
+    pub aggregates: Vec<AggregateRecord>,
+    /// Paired comparisons.
+    pub comparisons: Vec<ComparisonRecord>,
+}
+
+/// What a [`Store::mark_running`] call is: a new attempt at the job (a delivery taken
+/// off the queue), or the same delivery tried again in place after the store was
+/// unreachable, which must not count against the job's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The first call for a delivery: `attempts` goes up by one.
+    New,
+    /// The same delivery again (a retry in place): `attempts` stays as it is.
+    SameDelivery,
+}
+
+impl Attempt {
+    /// What this call adds to `attempts`.
+    pub fn increment(self) -> i64 {
+        match self {
+            Attempt::New => 1,
+            Attempt::SameDelivery => 0,
+        }
+    }
+}
+
+/// The store interface shared by both engines.
+#[async_trait]
+pub trait Store: Caches + Send + Sync {
+    /// Records a run, its datasets' examples and its planned jobs. Idempotent: what is
+    /// already there is kept, so re-planning a run never loses results.
+    async fn record_plan(
+        &self,
+        run: &RunRecord,
+        datasets: &[PlannedDatasetRecord<'_>],
+        jobs: &[Job],
+    ) -> Result<(), StoreError>;
+
+    /// Keys of the jobs of `run_id` whose results are committed.
+    async fn finished_jobs(&self, run_id: &str) -> Result<HashSet<String>, StoreError>;
+
+    /// The examples of a job's shard, in dataset order.
+    async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError>;
+
+    /// Notes that `worker` started (another attempt at) the job; only an
+    /// [`Attempt::New`] counts in `attempts`. Returns false, changing nothing, when the
+    /// job needs no work: already done (a redelivered message) or cancelled.
+    async fn mark_running(
+        &self,
+        job: &Job,
+        worker: &str,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError>;
+
+    /// Refreshes the heartbeat of a running job, so the reaper knows its worker lives.
+    async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError>;
+
+    /// Writes a job's results and marks it done, in one transaction. A second call for
+    /// the same job changes nothing.
+    async fn record_results(
+        &self,
+        job: &Job,
+        results: &[ExampleResult],
+    ) -> Result<JobCommit, StoreError>;
+
+    /// Marks a job failed with its error text (after its last delivery).
+    async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError>;
+
+    /// The sweep of a run as recorded by [`Store::record_plan`] (JSON), if the run exists.
+    async fn run_spec(&self, run_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// The sweep of a run as recorded by [`Store::record_plan`], parsed: `None` when the
+    /// run is not in the store, [`StoreError::Corrupt`] when its record does not parse.
+    /// Every reader of a run's settings (the job handler, aggregation, the report, the
+    /// audit) goes through here.
+    async fn recorded_sweep(&self, run_id: &str) -> Result<Option<SweepSpec>, StoreError> {
+        let Some(json) = self.run_spec(run_id).await? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                what: "recorded sweep",
+                message: format!("run {run_id:?}: {e}"),
+            })
+    }
+
+    /// The per-example values of every metric of a configuration, examples in dataset
+    /// order; what [`crate::aggregation::aggregate_config`] computes on.
+    async fn config_values(&self, config: &ConfigRef) -> Result<ConfigValues, StoreError>;
+
+    /// Whether every job of a configuration is done (false when it has no jobs).
+    async fn config_finished(&self, config: &ConfigRef) -> Result<bool, StoreError>;
+
+    /// Every `aggregates` and `comparisons` row of a run, sorted by configuration and
+    /// metric (what `credence report` prints).
+    async fn run_statistics(&self, run_id: &str) -> Result<RunStatistics, StoreError>;
+
+    /// Writes an aggregation in one transaction: replaces the configuration's
+    /// `aggregates` rows and the `comparisons` rows of each pair it carries, and marks
+    /// the configuration complete (in the distributed engine). A repeat is harmless.
+    async fn write_aggregation(&self, aggregation: &Aggregation) -> Result<(), StoreError>;
+
+    /// Mean metrics per model x dataset x mode over the given jobs' results, in plan
+    /// order (models, datasets and modes in the order they first appear in `jobs`).
+    async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError>;
+
+    /// Every `stage_seconds` row of a run (the timing table's input).
+    async fn stage_seconds(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_core::timing::StageRow>, StoreError>;
+
+    /// Every stored output of a run with its source and references, ordered by model,
+    /// dataset, mode and dataset position (what `credence audit` reads).
+    async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError>;
+
+    /// The job planned under `key`, as the planner recorded it; `None` when no job has
+    /// that key. A worker checks each message against it before running anything: a
+    /// queue message is input from the network, the plan is the truth.
+    async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError>;
+}
+
+/// A `stage_seconds` row read back from either engine.
+pub(crate) fn stage_row(
+    model: String,
+    dataset: String,
+    mode: &str,
+    example_id: String,
+    stage: &str,
+    seconds: f64,
+) -> Result<credence_core::timing::StageRow, StoreError> {
+    let corrupt = |message: String| StoreError::Corrupt {
+        what: "stage_seconds",
+        message,
+    };
+    Ok(credence_core::timing::StageRow {
+        model,
+        dataset,
+        mode: mode
+            .parse()
+            .map_err(|e: credence_core::domain::UnknownMode| corrupt(e.to_string()))?,
+        example_id,
+        stage: credence_core::domain::Stage::from_name(stage)
+            .ok_or_else(|| corrupt(format!("unknown stage {stage:?}")))?,
+        seconds,
+    })
+}

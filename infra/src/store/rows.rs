@@ -1,0 +1,257 @@
+//! Turning rows into domain values, the same for both store engines: a shard's
+//! examples (checked against the job), cached embedding vectors, and summary rows in
+//! plan order.
+
+use super::{StoreError, SummaryRow};
+use credence_core::domain::{Example, Mode};
+use credence_core::job::Job;
+use std::collections::{BTreeMap, HashMap};
+
+/// `example_id, text, references_json, meta_json` of `examples`.
+pub(crate) type ExampleRow = (String, String, String, String);
+
+/// `model, dataset, mode, metric, mean` of the summary query.
+pub(crate) type MeanRow = (String, String, String, String, f64);
+
+/// `model, dataset, mode, n` of the summary query.
+pub(crate) type CountRow = (String, String, String, i64);
+
+/// A row of [`super::views::run_outputs_sql`].
+pub(crate) type OutputRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<String>,
+    Option<f64>,
+);
+
+/// The part of a stored verifier report the τ_dup sensitivity table reads.
+#[derive(serde::Deserialize)]
+struct StoredReport {
+    repetition: Option<StoredRepetition>,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredRepetition {
+    max_later_cos: Vec<Option<f64>>,
+}
+
+/// A run's stored outputs from the rows of [`super::views::run_outputs_sql`].
+pub(crate) fn run_outputs(
+    rows: Vec<OutputRow>,
+) -> Result<Vec<credence_core::audit::StoredOutput>, StoreError> {
+    let corrupt = |what: &'static str| {
+        move |e: serde_json::Error| StoreError::Corrupt {
+            what,
+            message: e.to_string(),
+        }
+    };
+    rows.into_iter()
+        .map(
+            |(
+                model,
+                dataset,
+                mode,
+                example_id,
+                text,
+                refs,
+                claims,
+                llm_calls,
+                avr,
+                epr,
+                rr,
+                n_viol,
+                verify_ok,
+                report,
+                semantic_f1,
+            )| {
+                let later_cos = match report {
+                    None => None,
+                    Some(json) => serde_json::from_str::<StoredReport>(&json)
+                        .map_err(corrupt("predictions.verifier_json"))?
+                        .repetition
+                        .map(|r| r.max_later_cos),
+                };
+                Ok(credence_core::audit::StoredOutput {
+                    mode: mode
+                        .parse()
+                        .map_err(
+                            |e: credence_core::domain::UnknownMode| StoreError::Corrupt {
+                                what: "predictions.mode",
+                                message: e.to_string(),
+                            },
+                        )?,
+                    model,
+                    dataset,
+                    example_id,
+                    text,
+                    references: serde_json::from_str(&refs)
+                        .map_err(corrupt("examples.references_json"))?,
+                    claims: serde_json::from_str(&claims)
+                        .map_err(corrupt("predictions.claims_json"))?,
+                    llm_calls: llm_calls.max(0) as u32,
+                    avr,
+                    epr,
+                    rr,
+                    n_viol,
+                    verify_ok: verify_ok.map(|v| v != 0.0),
+                    later_cos,
+                    semantic_f1,
+                })
+            },
+        )
+        .collect()
+}
+
+/// The examples of a job's shard, which must be exactly the `len` the job expects.
+pub(crate) fn shard_examples(job: &Job, rows: Vec<ExampleRow>) -> Result<Vec<Example>, StoreError> {
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+        what: "example",
+        message: e.to_string(),
+    };
+    let examples = rows
+        .into_iter()
+        .map(|(id, text, references, meta)| {
+            Ok(Example {
+                id,
+                text,
+                references: serde_json::from_str(&references).map_err(corrupt)?,
+                meta: serde_json::from_str(&meta).map_err(corrupt)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    if examples.len() != job.len as usize {
+        return Err(StoreError::Corrupt {
+            what: "shard examples",
+            message: format!(
+                "job {} expects {} examples at {} of dataset {}, the store has {}",
+                job.key,
+                job.len,
+                job.start,
+                job.dataset_hash,
+                examples.len()
+            ),
+        });
+    }
+    Ok(examples)
+}
+
+/// A cached embedding: little-endian f32s.
+pub(crate) fn vector(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(StoreError::Corrupt {
+            what: "embedding_cache.vector",
+            message: format!("{} bytes is not a whole number of f32", bytes.len()),
+        });
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// A mode read from the store.
+pub(crate) fn mode(s: &str, what: &'static str) -> Result<Mode, StoreError> {
+    s.parse::<Mode>().map_err(|e| StoreError::Corrupt {
+        what,
+        message: e.to_string(),
+    })
+}
+
+/// Summary rows in plan order (models, datasets and modes as they first appear in
+/// `jobs`), from the example counts and the means per metric.
+pub(crate) fn summary(
+    counts: Vec<CountRow>,
+    means: Vec<MeanRow>,
+    jobs: &[Job],
+) -> Result<Vec<SummaryRow>, StoreError> {
+    let mut rows: HashMap<(String, String, String), SummaryRow> = HashMap::new();
+    for (model, dataset, m, n) in counts {
+        let row = SummaryRow {
+            model: model.clone(),
+            dataset: dataset.clone(),
+            mode: mode(&m, "predictions.mode")?,
+            n: u32::try_from(n).unwrap_or(u32::MAX),
+            means: BTreeMap::new(),
+        };
+        rows.insert((model, dataset, m), row);
+    }
+    for (model, dataset, m, metric, mean) in means {
+        if let Some(row) = rows.get_mut(&(model, dataset, m)) {
+            row.means.insert(metric, mean);
+        }
+    }
+    let mut order = HashMap::new();
+    for j in jobs {
+        let n = order.len();
+        order
+            .entry((j.model.clone(), j.dataset.clone(), j.mode))
+            .or_insert(n);
+    }
+    let mut out: Vec<SummaryRow> = rows.into_values().collect();
+    out.sort_by_key(|row| {
+        order
+            .get(&(row.model.clone(), row.dataset.clone(), row.mode))
+            .copied()
+    });
+    Ok(out)
+}
+
+/// `example_id, metric, value` of the configuration-values query.
+pub(crate) type ValueRow = (String, Option<String>, Option<f64>);
+
+/// The per-example vectors of a configuration from its rows (in dataset order).
+pub(crate) fn config_values(rows: Vec<ValueRow>) -> credence_core::stats::ConfigValues {
+    let mut ids: Vec<String> = Vec::new();
+    let mut cells: Vec<(usize, String, f64)> = Vec::new();
+    for (id, metric, value) in rows {
+        if ids.last() != Some(&id) {
+            ids.push(id);
+        }
+        if let (Some(metric), Some(value)) = (metric, value) {
+            cells.push((ids.len() - 1, metric, value));
+        }
+    }
+    let mut metrics: BTreeMap<String, Vec<Option<f64>>> = BTreeMap::new();
+    for (i, metric, value) in cells {
+        metrics
+            .entry(metric)
+            .or_insert_with(|| vec![None; ids.len()])[i] = Some(value);
+    }
+    credence_core::stats::ConfigValues {
+        example_ids: ids,
+        metrics,
+    }
+}
+
+/// A run's statistics in a fixed order, whatever the engine's collation.
+pub(crate) fn run_statistics(
+    mut aggregates: Vec<super::AggregateRecord>,
+    mut comparisons: Vec<super::ComparisonRecord>,
+) -> super::RunStatistics {
+    aggregates.sort_by(|x, y| {
+        (&x.model, &x.dataset, &x.mode, &x.metric).cmp(&(&y.model, &y.dataset, &y.mode, &y.metric))
+    });
+    comparisons.sort_by(|x, y| {
+        (
+            &x.dataset, &x.a_model, &x.a_mode, &x.b_model, &x.b_mode, &x.metric,
+        )
+            .cmp(&(
+                &y.dataset, &y.a_model, &y.a_mode, &y.b_model, &y.b_mode, &y.metric,
+            ))
+    });
+    super::RunStatistics {
+        aggregates,
+        comparisons,
+    }
+}
