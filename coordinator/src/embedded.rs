@@ -4,15 +4,14 @@
 
 use crate::planning::{load_decomposers, prepare, Plan};
 use crate::progress::RunProgress;
+use crate::summary::SummaryRow;
 use anyhow::Context;
 use credence_core::job::ConfigRef;
 use credence_core::job::Message;
 use credence_core::sweep::SweepSpec;
 use credence_infra::aggregation::aggregate_config;
 use credence_infra::queue::{job_queue, memory::MemoryQueue, Queue};
-use credence_infra::store::{
-    sqlite::SqliteStore, PlannedDatasetRecord, RunRecord, Store, SummaryRow,
-};
+use credence_infra::store::{sqlite::SqliteStore, PlannedDatasetRecord, RunRecord, Store};
 use credence_worker::decompose::Decomposer;
 use credence_worker::embed::CacheCounts;
 use credence_worker::handler::JobHandler;
@@ -53,8 +52,10 @@ pub struct RunReport {
     pub rejected: usize,
     /// Whether Ctrl-C stopped the run early.
     pub interrupted: bool,
-    /// Mean metrics per model x dataset x mode.
+    /// Mean metrics per aggregated model x dataset x mode, in plan order.
     pub summary: Vec<SummaryRow>,
+    /// The configurations of the plan not aggregated (a job failed or did not run).
+    pub unaggregated: Vec<ConfigRef>,
     /// Embedding cache hits and misses of this run (distinct texts per job), if the
     /// sweep has an encoder.
     pub embedding_cache: Option<CacheCounts>,
@@ -175,6 +176,7 @@ async fn execute(
         rejected: 0,
         interrupted: false,
         summary: Vec::new(),
+        unaggregated: Vec::new(),
         embedding_cache: None,
     };
     let mut aggregated: HashSet<ConfigRef> = HashSet::new();
@@ -233,7 +235,8 @@ async fn execute(
             }
         }
     }
-    report.summary = store.summary(&jobs).await?;
+    (report.summary, report.unaggregated) =
+        crate::summary::from_aggregates(&jobs, &store.run_statistics(&run.run_id).await?);
     report.embedding_cache = scorer.encoder.as_ref().map(|e| e.counts());
     Ok(report)
 }

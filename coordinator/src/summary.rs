@@ -1,9 +1,77 @@
 //! The summary table printed at the end of a run: mean per metric per
-//! model x dataset x mode; a metric the sweep did not compute shows as `-`.
+//! model x dataset x mode, read from the run's `aggregates` like the report's tables (the
+//! aggregation of each finished configuration writes them); a metric the sweep did not
+//! compute shows as `-`. A configuration with a failed or unfinished job is never
+//! aggregated, so it is not a row: the run names it below the table instead.
 
-use credence_core::domain::{ExampleMetrics, MetricDef, MetricKind};
-use credence_infra::store::SummaryRow;
+use credence_core::domain::{ExampleMetrics, MetricDef, MetricKind, Mode};
+use credence_core::job::{ConfigRef, Job};
+use credence_infra::store::RunStatistics;
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// Mean of each metric over one model x dataset x mode of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryRow {
+    /// Model name.
+    pub model: String,
+    /// Dataset id.
+    pub dataset: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Examples aggregated (the most of any metric: an example whose decomposition
+    /// failed has no metrics).
+    pub n: u32,
+    /// Mean of each metric computed for these examples, by metric name
+    /// ([`ExampleMetrics::DEFS`]); a metric the sweep did not compute is absent.
+    pub means: BTreeMap<String, f64>,
+}
+
+impl SummaryRow {
+    /// The mean of a metric, if computed.
+    pub fn mean(&self, metric: &str) -> Option<f64> {
+        self.means.get(metric).copied()
+    }
+}
+
+/// The summary of the configurations of `jobs` (in plan order: models, datasets and
+/// modes as they first appear) from the run's aggregates; the configurations without
+/// aggregates come back second.
+pub fn from_aggregates(jobs: &[Job], stats: &RunStatistics) -> (Vec<SummaryRow>, Vec<ConfigRef>) {
+    let mut configs: Vec<ConfigRef> = Vec::new();
+    for job in jobs {
+        let c = ConfigRef::of(job);
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    for c in configs {
+        let mut row = SummaryRow {
+            model: c.model.clone(),
+            dataset: c.dataset.clone(),
+            mode: c.mode,
+            n: 0,
+            means: BTreeMap::new(),
+        };
+        for a in stats
+            .aggregates
+            .iter()
+            .filter(|a| a.model == c.model && a.dataset == c.dataset && a.mode == c.mode.as_str())
+        {
+            row.n = row.n.max(u32::try_from(a.n).unwrap_or(u32::MAX));
+            row.means.insert(a.metric.clone(), a.mean);
+        }
+        if row.means.is_empty() {
+            missing.push(c);
+        } else {
+            rows.push(row);
+        }
+    }
+    (rows, missing)
+}
 
 /// Renders the rows as an aligned text table: the metrics with a summary label in
 /// [`ExampleMetrics::DEFS`], in that order (claims with 2 decimals, flags as a
@@ -69,7 +137,64 @@ pub fn render(rows: &[SummaryRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use credence_core::Mode;
+    use credence_infra::store::AggregateRecord;
+
+    #[test]
+    fn rows_follow_the_plan_and_unaggregated_configurations_are_named() {
+        let jobs = credence_core::job::plan(
+            "run",
+            &[credence_core::job::PlannedModel {
+                name: "m".into(),
+                fingerprint: "f".into(),
+            }],
+            &[credence_core::job::PlannedDataset {
+                id: "d".into(),
+                hash: "h".into(),
+                len: 4,
+            }],
+            &[Mode::Base, Mode::Repair, Mode::All],
+            2,
+            "c",
+        );
+        let record = |mode: &str, metric: &str, n: i64, mean: f64| AggregateRecord {
+            model: "m".into(),
+            dataset: "d".into(),
+            mode: mode.into(),
+            metric: metric.into(),
+            n,
+            mean,
+            ci_low: None,
+            ci_high: None,
+        };
+        let stats = RunStatistics {
+            aggregates: vec![
+                record("all", "jaccard_f1", 4, 0.75),
+                record("base", "jaccard_f1", 3, 0.5),
+                record("base", "n_claims", 4, 2.0),
+                // Another run's configuration of the same name is not this plan's.
+                AggregateRecord {
+                    model: "other".into(),
+                    ..record("base", "n_claims", 4, 9.0)
+                },
+            ],
+            comparisons: Vec::new(),
+        };
+        let (rows, missing) = from_aggregates(&jobs, &stats);
+        let shown: Vec<(Mode, u32, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.mode, r.n, r.mean("jaccard_f1")))
+            .collect();
+        assert_eq!(
+            shown,
+            [(Mode::Base, 4, Some(0.5)), (Mode::All, 4, Some(0.75))]
+        );
+        assert_eq!(rows[0].mean("n_claims"), Some(2.0));
+        assert_eq!(rows[1].mean("n_claims"), None);
+        assert_eq!(
+            missing.iter().map(|c| c.mode).collect::<Vec<_>>(),
+            [Mode::Repair]
+        );
+    }
 
     #[test]
     fn renders_aligned_columns_with_dashes_for_missing_metrics() {

@@ -16,15 +16,25 @@ use std::time::{Duration, Instant};
 use support::{workspace, Cluster};
 
 /// The fenced ```sql blocks of a Markdown file, in order.
-fn sql_blocks(path: &std::path::Path) -> Vec<String> {
+/// The SQL blocks of a Markdown file with the engines each is written for: a block
+/// fenced as `sql` runs on both, `sql postgres` and `sql sqlite` on one.
+fn sql_blocks(path: &std::path::Path) -> Vec<(Vec<&'static str>, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut blocks = Vec::new();
-    let mut open: Option<String> = None;
+    let mut open: Option<(Vec<&'static str>, String)> = None;
     for line in text.lines() {
         match (&mut open, line.trim_start()) {
-            (None, l) if l.starts_with("```sql") => open = Some(String::new()),
+            (None, l) if l.starts_with("```sql") => {
+                let engines = match l.trim_start_matches("```sql").trim() {
+                    "" => vec!["postgres", "sqlite"],
+                    "postgres" => vec!["postgres"],
+                    "sqlite" => vec!["sqlite"],
+                    other => panic!("{}: a ```sql block for {other:?}", path.display()),
+                };
+                open = Some((engines, String::new()));
+            }
             (Some(_), l) if l.starts_with("```") => blocks.extend(open.take()),
-            (Some(block), _) => {
+            (Some((_, block)), _) => {
                 block.push_str(line);
                 block.push('\n');
             }
@@ -123,13 +133,25 @@ fn three_workers_give_the_embedded_engines_rows_and_aggregate_once() {
     );
 
     // Every query of docs/QUERIES.md runs on this run (as `baselines` rather than
-    // `demo`), and the first gives the paper's table: one row per model x mode.
+    // `demo`) in each engine it is written for: PostgreSQL here, the embedded
+    // reference's SQLite file there. The first gives the paper's table in both: one row
+    // per model x mode.
     let blocks = sql_blocks(&workspace().join("docs/QUERIES.md"));
-    assert!(blocks.len() >= 14, "{} SQL blocks", blocks.len());
-    for (i, block) in blocks.iter().enumerate() {
-        let rows = c.sql(&block.replace("'demo'", "'baselines'"));
-        if i == 0 {
-            assert_eq!(rows.lines().count(), 8, "the paper's table:\n{rows}");
+    let on = |engine: &str| blocks.iter().filter(|(e, _)| e.contains(&engine)).count();
+    assert!(on("postgres") >= 15 && on("sqlite") >= 15, "{blocks:?}");
+    for (i, (engines, block)) in blocks.iter().enumerate() {
+        let block = block.replace("'demo'", "'baselines'");
+        if engines.contains(&"postgres") {
+            let rows = c.sql(&block);
+            if i == 0 {
+                assert_eq!(rows.lines().count(), 8, "the paper's table:\n{rows}");
+            }
+        }
+        if engines.contains(&"sqlite") {
+            let rows = c.embedded_query(&block);
+            if i == 0 {
+                assert_eq!(rows, 8, "the paper's table in SQLite");
+            }
         }
     }
 

@@ -441,6 +441,34 @@ fn no_crate_has_an_import_circle_between_its_modules() {
     assert!(infra["store"].contains_key("cache"), "{infra:?}");
 }
 
+/// The spaCy port is Rust all the way down: spaCy is only the oracle of the `bench/`
+/// scripts.
+#[test]
+fn the_spacy_port_runs_no_python() {
+    let manifest = std::fs::read_to_string(workspace().join("nlp/Cargo.toml")).unwrap();
+    for (table, names) in dependency_tables(&manifest) {
+        for name in names {
+            assert!(
+                !name.contains("pyo3") && !name.contains("python") && !name.contains("cpython"),
+                "nlp/Cargo.toml [{table}]: {name} binds Python"
+            );
+        }
+    }
+    let mut files = Vec::new();
+    collect_rs(&workspace().join("nlp/src"), &mut files);
+    assert!(files.len() > 10, "{files:?}");
+    for f in files {
+        let code = code_only(&std::fs::read_to_string(&f).unwrap());
+        for call in ["process::Command", "Command::new", "pyo3::"] {
+            assert!(
+                !code.contains(call),
+                "{}: {call}: the port must not call out to Python",
+                f.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn the_checker_finds_a_circle_and_reads_past_tests_strings_and_comments() {
     let src = "use crate::a::X; // crate::c::Y\nlet s = \"crate::d\";\n#[cfg(test)]\nmod tests { use crate::e::Z; }\nfn f() { super::b::g() }\n";

@@ -1,7 +1,8 @@
-//! The PostgreSQL store against the real server: migrations (twice, concurrently), plan
-//! idempotency, results idempotent on the job key, exactly one commit completing a
-//! configuration even when its last jobs commit at once, aggregation, the coordinator's
-//! queries, caches, and a wrong URL.
+//! What only the PostgreSQL store does, against the real server: migrations (twice,
+//! concurrently), the `configs` rows that count a configuration's jobs down so that
+//! exactly one commit completes it even when its last jobs commit at once, the
+//! coordinator's queries, and a wrong URL. What both engines do is the store contract
+//! (`store_contract.rs`).
 
 mod support;
 
@@ -10,7 +11,6 @@ use credence_core::domain::{Example, ExampleMetrics, ExampleResult, Mode};
 use credence_core::domain::{Stage, StageTimes};
 use credence_core::job::ConfigRef;
 use credence_core::job::{plan, Job, PlannedDataset, PlannedModel};
-use credence_infra::cache::{CachedGeneration, EmbeddingCache, GenerationCache, TokenUsage};
 use credence_infra::store::postgres::PgStore;
 use credence_infra::store::{Attempt, PlannedDatasetRecord, RunRecord, Store, StoreError};
 use std::sync::Arc;
@@ -208,12 +208,6 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
         .await
         .unwrap();
     assert_eq!(state, "complete");
-    let summary = store.summary(&jobs).await.unwrap();
-    assert_eq!(summary.len(), 2);
-    assert_eq!(
-        (summary[0].mode, summary[0].n, summary[0].mean("verify_ok")),
-        (Mode::Base, 5, Some(1.0))
-    );
     // The generated views: typed columns per metric, the verifier report as jsonb.
     let (n_viol, verify_ok, semantic, report): (i64, i64, Option<f64>, Option<serde_json::Value>) =
         sqlx::query_as(
@@ -277,7 +271,7 @@ async fn concurrent_last_commits_complete_the_configuration_exactly_once() {
 }
 
 #[tokio::test]
-async fn coordinator_queries_and_caches() {
+async fn coordinator_queries() {
     if !servers_available("postgres store") {
         return;
     }
@@ -321,114 +315,6 @@ async fn coordinator_queries_and_caches() {
         .is_empty());
     store.reopen_run("run").await.unwrap();
     assert_eq!(store.unfinished_jobs("run").await.unwrap(), jobs);
-
-    store
-        .put_embeddings("enc", &[("b".into(), vec![0.5, -1.25])])
-        .await
-        .unwrap();
-    store
-        .put_embeddings("enc", &[("b".into(), vec![9.0])])
-        .await
-        .unwrap();
-    let texts = vec!["a".to_string(), "b".to_string()];
-    assert_eq!(
-        store.embeddings("enc", &texts).await.unwrap(),
-        vec![None, Some(vec![0.5, -1.25])]
-    );
-    store
-        .put_generation(
-            "m",
-            "p",
-            "greedy",
-            "A.",
-            TokenUsage {
-                prompt_tokens: Some(9),
-                completion_tokens: Some(2),
-                seconds: Some(1.5),
-            },
-        )
-        .await
-        .unwrap();
-    store
-        .put_generation("m", "p", "greedy", "B.", TokenUsage::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        store.generation("m", "p", "greedy").await.unwrap(),
-        Some(CachedGeneration {
-            completion: "A.".into(),
-            seconds: Some(1.5),
-        })
-    );
-    let tokens: (Option<i64>, Option<i64>) = sqlx::query_as(
-        "SELECT prompt_tokens, completion_tokens FROM generation_cache WHERE model_fingerprint = 'm'",
-    )
-    .fetch_one(store.pool())
-    .await
-    .unwrap();
-    assert_eq!(tokens, (Some(9), Some(2)));
-
-    // One lease per key: a second holder is refused until the first gives it back or
-    // its lease runs out (by the database's clock).
-    let ttl = std::time::Duration::from_secs(60);
-    assert!(store
-        .lease_generation("m", "q", "greedy", "w1", ttl)
-        .await
-        .unwrap());
-    assert!(!store
-        .lease_generation("m", "q", "greedy", "w2", ttl)
-        .await
-        .unwrap());
-    // Its holder renews it; nobody else can.
-    assert!(store
-        .lease_generation("m", "q", "greedy", "w1", ttl)
-        .await
-        .unwrap());
-    assert!(!store
-        .lease_generation("m", "q", "greedy", "w2", ttl)
-        .await
-        .unwrap());
-    assert!(store
-        .lease_generation("m", "q", "other", "w2", ttl)
-        .await
-        .unwrap());
-    store
-        .release_generation("m", "q", "greedy", "w2")
-        .await
-        .unwrap();
-    assert!(
-        !store
-            .lease_generation("m", "q", "greedy", "w2", ttl)
-            .await
-            .unwrap(),
-        "only the holder releases"
-    );
-    store
-        .release_generation("m", "q", "greedy", "w1")
-        .await
-        .unwrap();
-    assert!(store
-        .lease_generation("m", "q", "greedy", "w2", ttl)
-        .await
-        .unwrap());
-    let short = std::time::Duration::from_millis(50);
-    assert!(store
-        .lease_generation("m", "r", "greedy", "w1", ttl)
-        .await
-        .unwrap());
-    // A renewal with a short term: the lease now runs out 50 ms from now.
-    assert!(store
-        .lease_generation("m", "r", "greedy", "w1", short)
-        .await
-        .unwrap());
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(
-        store
-            .lease_generation("m", "r", "greedy", "w3", ttl)
-            .await
-            .unwrap(),
-        "a lease that ran out is taken over"
-    );
 }
 
 #[tokio::test]
@@ -453,35 +339,4 @@ async fn wrong_urls_name_the_host_not_the_password() {
         .unwrap();
     assert!(matches!(err, StoreError::BadUrl));
     assert!(!err.to_string().contains("hunter2"));
-}
-
-/// A retry in place (the same delivery, after the database came back) is not a new
-/// attempt: an outage does not push a job toward its delivery limit.
-#[tokio::test]
-async fn only_a_new_attempt_counts() {
-    if !servers_available("postgres store") {
-        return;
-    }
-    let db = TestDb::create();
-    let (store, _ds, jobs) = planned_store(&db, 5, 2).await;
-    let attempts = format!(
-        "SELECT attempts::bigint FROM jobs WHERE job_key = '{}'",
-        jobs[0].key
-    );
-    assert!(store
-        .mark_running(&jobs[0], "w1", Attempt::New)
-        .await
-        .unwrap());
-    for _ in 0..3 {
-        assert!(store
-            .mark_running(&jobs[0], "w1", Attempt::SameDelivery)
-            .await
-            .unwrap());
-    }
-    assert_eq!(count(&store, &attempts).await, 1);
-    assert!(store
-        .mark_running(&jobs[0], "w2", Attempt::New)
-        .await
-        .unwrap());
-    assert_eq!(count(&store, &attempts).await, 2);
 }

@@ -94,6 +94,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("embedding cache: {} hits, {} misses", c.hits, c.misses);
             }
             print!("{}", summary::render(&report.summary));
+            for c in &report.unaggregated {
+                eprintln!(
+                    "not in the table: {} / {} / {} (not every job finished, so it was not aggregated)",
+                    c.model, c.dataset, c.mode
+                );
+            }
             println!("results: {}", args.db.display());
         }
         for (_, error) in &report.failed {

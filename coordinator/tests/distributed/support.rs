@@ -380,6 +380,22 @@ impl Cluster {
         })
     }
 
+    /// Runs a query on the embedded run made by [`Cluster::embedded_rows`]; returns how
+    /// many rows it gave.
+    pub fn embedded_query(&self, sql: &str) -> usize {
+        let db = self.dir.path().join("embedded.db");
+        block_on(async {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+                .await
+                .expect("opening the embedded results");
+            sqlx::query(sql)
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_else(|e| panic!("{e}:\n{sql}"))
+                .len()
+        })
+    }
+
     /// The bootstrap rows of the embedded run made by [`Cluster::embedded_rows`].
     pub fn embedded_stats(&self) -> StatsRows {
         let db = self.dir.path().join("embedded.db");

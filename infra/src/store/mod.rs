@@ -1,10 +1,13 @@
 //! The store: where plans, results, caches and aggregates live. [`Store`] is the one
-//! interface; [`sqlite::SqliteStore`] is the embedded engine, [`postgres::PgStore`] the
-//! distributed one. Writes are idempotent: a job's results commit in one transaction
+//! interface, and [`sql_store::SqlStore`] its one implementation, over either engine
+//! ([`sql`]): [`sqlite::SqliteStore`] for the embedded engine, [`postgres::PgStore`] for
+//! the distributed one. Writes are idempotent: a job's results commit in one transaction
 //! together with its `done` state, keyed so that a redelivered job changes nothing.
 
 pub mod postgres;
 mod rows;
+pub mod sql;
+pub mod sql_store;
 pub mod sqlite;
 mod views;
 
@@ -14,12 +17,12 @@ use async_trait::async_trait;
 use credence_core::aggregation::Aggregation;
 use credence_core::audit::StoredOutput;
 use credence_core::dataset::LoadedDataset;
-use credence_core::domain::{Example, ExampleResult, Mode};
+use credence_core::domain::{Example, ExampleResult};
 use credence_core::job::{ConfigRef, Job};
 use credence_core::stats::ConfigValues;
 use credence_core::sweep::SweepSpec;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 /// What committing a job's results did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,30 +52,6 @@ pub struct PlannedDatasetRecord<'a> {
     pub id: &'a str,
     /// The loaded dataset.
     pub data: &'a LoadedDataset,
-}
-
-/// Mean of each metric over one model x dataset x mode of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SummaryRow {
-    /// Model name.
-    pub model: String,
-    /// Dataset id.
-    pub dataset: String,
-    /// Mode.
-    pub mode: Mode,
-    /// Examples with results.
-    pub n: u32,
-    /// Mean of each metric computed for these examples, by metric name
-    /// ([`credence_core::domain::ExampleMetrics::DEFS`]); a metric the sweep did not compute is
-    /// absent.
-    pub means: BTreeMap<String, f64>,
-}
-
-impl SummaryRow {
-    /// The mean of a metric, if computed.
-    pub fn mean(&self, metric: &str) -> Option<f64> {
-        self.means.get(metric).copied()
-    }
 }
 
 /// One stored `aggregates` row.
@@ -234,10 +213,6 @@ pub trait Store: Caches + Send + Sync {
     /// `aggregates` rows and the `comparisons` rows of each pair it carries, and marks
     /// the configuration complete (in the distributed engine). A repeat is harmless.
     async fn write_aggregation(&self, aggregation: &Aggregation) -> Result<(), StoreError>;
-
-    /// Mean metrics per model x dataset x mode over the given jobs' results, in plan
-    /// order (models, datasets and modes in the order they first appear in `jobs`).
-    async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError>;
 
     /// Every `stage_seconds` row of a run (the timing table's input).
     async fn stage_seconds(

@@ -1,20 +1,14 @@
 //! Turning rows into domain values, the same for both store engines: a shard's
-//! examples (checked against the job), cached embedding vectors, and summary rows in
-//! plan order.
+//! examples (checked against the job), cached embedding vectors, a configuration's
+//! values, a run's outputs and statistics.
 
-use super::{StoreError, SummaryRow};
+use super::StoreError;
 use credence_core::domain::{Example, Mode};
 use credence_core::job::Job;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// `example_id, text, references_json, meta_json` of `examples`.
 pub(crate) type ExampleRow = (String, String, String, String);
-
-/// `model, dataset, mode, metric, mean` of the summary query.
-pub(crate) type MeanRow = (String, String, String, String, f64);
-
-/// `model, dataset, mode, n` of the summary query.
-pub(crate) type CountRow = (String, String, String, i64);
 
 /// A row of [`super::views::run_outputs_sql`].
 pub(crate) type OutputRow = (
@@ -166,45 +160,6 @@ pub(crate) fn mode(s: &str, what: &'static str) -> Result<Mode, StoreError> {
         what,
         message: e.to_string(),
     })
-}
-
-/// Summary rows in plan order (models, datasets and modes as they first appear in
-/// `jobs`), from the example counts and the means per metric.
-pub(crate) fn summary(
-    counts: Vec<CountRow>,
-    means: Vec<MeanRow>,
-    jobs: &[Job],
-) -> Result<Vec<SummaryRow>, StoreError> {
-    let mut rows: HashMap<(String, String, String), SummaryRow> = HashMap::new();
-    for (model, dataset, m, n) in counts {
-        let row = SummaryRow {
-            model: model.clone(),
-            dataset: dataset.clone(),
-            mode: mode(&m, "predictions.mode")?,
-            n: u32::try_from(n).unwrap_or(u32::MAX),
-            means: BTreeMap::new(),
-        };
-        rows.insert((model, dataset, m), row);
-    }
-    for (model, dataset, m, metric, mean) in means {
-        if let Some(row) = rows.get_mut(&(model, dataset, m)) {
-            row.means.insert(metric, mean);
-        }
-    }
-    let mut order = HashMap::new();
-    for j in jobs {
-        let n = order.len();
-        order
-            .entry((j.model.clone(), j.dataset.clone(), j.mode))
-            .or_insert(n);
-    }
-    let mut out: Vec<SummaryRow> = rows.into_values().collect();
-    out.sort_by_key(|row| {
-        order
-            .get(&(row.model.clone(), row.dataset.clone(), row.mode))
-            .copied()
-    });
-    Ok(out)
 }
 
 /// `example_id, metric, value` of the configuration-values query.

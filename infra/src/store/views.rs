@@ -1,21 +1,15 @@
 //! The SQL that follows from the metric list ([`ExampleMetrics::DEFS`]), the same for
 //! both engines: the wide views people query, one column per metric
 //! (`example_metrics`: one row per job and example; `results`: the same with the text,
-//! claims and references; `config_summary` in PostgreSQL: the mean of every metric per
+//! claims and references; `config_summary`: the mean of every metric per
 //! model x dataset x mode), and the queries that read `metric_values` by metric name
-//! (aggregation, summary). Stored values live in `metric_values`, one row per job,
+//! (aggregation, the audits). Stored values live in `metric_values`, one row per job,
 //! example and metric, so a metric added to the list needs no migration: the views are
 //! regenerated when a store opens and finds their recorded sha256 out of date.
 
+use super::sql::{placeholders, Dialect, SqlValue, Stmt};
 use credence_core::domain::ExampleMetrics;
 use sha2::{Digest, Sha256};
-
-/// The SQL dialect of a store engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Sqlite,
-    Postgres,
-}
 
 /// A view to (re)create: its name and its `CREATE VIEW` statement.
 pub(crate) struct View {
@@ -89,26 +83,41 @@ JOIN examples e ON e.dataset_hash = j.dataset_hash AND e.example_id = m.example_
             ),
         },
     ];
-    if dialect == Dialect::Postgres {
-        out.push(View {
-            name: "config_summary",
-            create: format!(
-                "CREATE VIEW config_summary AS
+    // A configuration's state: PostgreSQL keeps it in `configs`; SQLite's embedded engine
+    // has one process, and the state follows from its jobs and its aggregates.
+    let configs = match dialect {
+        Dialect::Postgres => "configs".to_string(),
+        Dialect::Sqlite => "(SELECT j.run_id, j.model, j.dataset, j.mode,
+             CASE WHEN EXISTS (SELECT 1 FROM aggregates a
+                               WHERE a.run_id = j.run_id AND a.model = j.model
+                                 AND a.dataset = j.dataset AND a.mode = j.mode) THEN 'complete'
+                  WHEN sum(j.state <> 'done') = 0 THEN 'aggregating'
+                  ELSE 'running' END AS state
+      FROM jobs j GROUP BY j.run_id, j.model, j.dataset, j.mode)"
+            .to_string(),
+    };
+    let mean = |name: &str| match dialect {
+        Dialect::Postgres => format!("avg(m.{name})::float8 AS {name}"),
+        Dialect::Sqlite => format!("avg(m.{name}) AS {name}"),
+    };
+    out.push(View {
+        name: "config_summary",
+        create: format!(
+            "CREATE VIEW config_summary AS
 SELECT c.run_id, c.model, c.dataset, c.mode, c.state,
        count(m.example_id) AS n,
        {}
-FROM configs c
+FROM {configs} c
 LEFT JOIN example_metrics m
   ON m.run_id = c.run_id AND m.model = c.model AND m.dataset = c.dataset AND m.mode = c.mode
 GROUP BY c.run_id, c.model, c.dataset, c.mode, c.state",
-                ExampleMetrics::DEFS
-                    .iter()
-                    .map(|d| format!("avg(m.{0})::float8 AS {0}", d.name))
-                    .collect::<Vec<_>>()
-                    .join(",\n       ")
-            ),
-        });
-    }
+            ExampleMetrics::DEFS
+                .iter()
+                .map(|d| mean(d.name))
+                .collect::<Vec<_>>()
+                .join(",\n       ")
+        ),
+    });
     out
 }
 
@@ -191,56 +200,43 @@ pub(crate) fn run_outputs_sql(run: &str) -> String {
 
 /// The statements that write an aggregation, in order, with their bound values: for
 /// the configuration, delete its aggregates and insert one row per metric; for each
-/// pair, delete its comparisons and insert one row per metric. `ph(i)` spells the i-th
-/// placeholder (1-based) in the engine's dialect.
-pub(crate) fn aggregation_statements(
-    agg: &credence_core::aggregation::Aggregation,
-    ph: fn(usize) -> String,
-) -> Vec<(String, Vec<SqlValue>)> {
+/// pair, delete its comparisons and insert one row per metric.
+pub(crate) fn aggregation_statements(agg: &credence_core::aggregation::Aggregation) -> Vec<Stmt> {
     use SqlValue::{Int, Real, Text};
-    let list = |from: usize, k: usize| (from..from + k).map(ph).collect::<Vec<_>>().join(", ");
     let c = &agg.config;
     let settings = [
         Int(agg.bootstrap.resamples as i64),
         Int(agg.bootstrap.seed as i64),
         Text(agg.method.as_str().into()),
     ];
-    let mut out = vec![(
-        format!(
-            "DELETE FROM aggregates WHERE run_id = {} AND model = {} AND dataset = {} AND mode = {}",
-            ph(1), ph(2), ph(3), ph(4)
-        ),
-        vec![
-            Text(c.run_id.clone()),
-            Text(c.model.clone()),
-            Text(c.dataset.clone()),
-            Text(c.mode.as_str().into()),
-        ],
-    )];
+    let mut out = vec![Stmt::new(
+        "DELETE FROM aggregates WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4",
+    )
+    .bind(&c.run_id)
+    .bind(&c.model)
+    .bind(&c.dataset)
+    .bind(c.mode.as_str())];
     for e in &agg.estimates {
-        let mut values = vec![
-            Text(c.run_id.clone()),
-            Text(c.model.clone()),
-            Text(c.dataset.clone()),
-            Text(c.mode.as_str().into()),
-            Text(e.metric.clone()),
-            Int(e.n as i64),
-            Real(e.mean),
-            Real(e.ci.low),
-            Real(e.ci.high),
-        ];
-        values.extend(settings.iter().cloned());
-        out.push((
-            format!(
+        out.push(
+            Stmt::new(format!(
                 "INSERT INTO aggregates (run_id, model, dataset, mode, metric, n, mean, ci_low,
                      ci_high, resamples, seed, method) VALUES ({})",
-                list(1, 12)
-            ),
-            values,
-        ));
+                placeholders(1, 12)
+            ))
+            .bind(&c.run_id)
+            .bind(&c.model)
+            .bind(&c.dataset)
+            .bind(c.mode.as_str())
+            .bind(&e.metric)
+            .bind(e.n as i64)
+            .bind(e.mean)
+            .bind(e.ci.low)
+            .bind(e.ci.high)
+            .bind_all(settings.iter().cloned()),
+        );
     }
     for pair in &agg.comparisons {
-        let key = vec![
+        let key = [
             Text(c.run_id.clone()),
             Text(c.dataset.clone()),
             Text(pair.a.model.clone()),
@@ -248,42 +244,35 @@ pub(crate) fn aggregation_statements(
             Text(pair.b.model.clone()),
             Text(pair.b.mode.as_str().into()),
         ];
-        out.push((
-            format!(
-                "DELETE FROM comparisons WHERE run_id = {} AND dataset = {} AND a_model = {}
-                     AND a_mode = {} AND b_model = {} AND b_mode = {}",
-                ph(1),
-                ph(2),
-                ph(3),
-                ph(4),
-                ph(5),
-                ph(6)
-            ),
-            key.clone(),
-        ));
+        out.push(
+            Stmt::new(
+                "DELETE FROM comparisons WHERE run_id = $1 AND dataset = $2 AND a_model = $3
+                     AND a_mode = $4 AND b_model = $5 AND b_mode = $6",
+            )
+            .bind_all(key.iter().cloned()),
+        );
         for m in &pair.metrics {
             let d = &m.diff;
-            let mut values = key.clone();
-            values.extend([
-                Text(m.metric.clone()),
-                Int(d.n as i64),
-                Real(d.diff),
-                Real(d.ci.low),
-                Real(d.ci.high),
-                Real(d.test.p_value),
-                Real(d.test.p_le),
-                Real(d.test.p_ge),
-            ]);
-            values.extend(settings.iter().cloned());
-            out.push((
-                format!(
+            out.push(
+                Stmt::new(format!(
                     "INSERT INTO comparisons (run_id, dataset, a_model, a_mode, b_model, b_mode,
                          metric, n, delta, ci_low, ci_high, p_value, p_le, p_ge, resamples,
                          seed, method) VALUES ({})",
-                    list(1, 17)
-                ),
-                values,
-            ));
+                    placeholders(1, 17)
+                ))
+                .bind_all(key.iter().cloned())
+                .bind_all([
+                    Text(m.metric.clone()),
+                    Int(d.n as i64),
+                    Real(d.diff),
+                    Real(d.ci.low),
+                    Real(d.ci.high),
+                    Real(d.test.p_value),
+                    Real(d.test.p_le),
+                    Real(d.test.p_ge),
+                ])
+                .bind_all(settings.iter().cloned()),
+            );
         }
     }
     out
@@ -301,34 +290,6 @@ pub(crate) fn run_statistics_sql(run: &str) -> (String, String) {
             "SELECT dataset, metric, a_model, a_mode, b_model, b_mode, n, delta, ci_low,
                     ci_high, p_value, p_le, p_ge
              FROM comparisons WHERE run_id = {run}"
-        ),
-    )
-}
-
-/// A value bound to a generated statement.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum SqlValue {
-    Text(String),
-    Int(i64),
-    Real(f64),
-}
-
-/// `model, dataset, mode, metric, mean` per configuration and metric over the jobs
-/// whose keys the `keys` subquery yields, and `model, dataset, mode, n` of the same
-/// configurations.
-pub(crate) fn summary_sql(keys: &str) -> (String, String) {
-    (
-        format!(
-            "SELECT p.model, p.dataset, p.mode, v.metric, avg(v.value)
-             FROM metric_values v
-             JOIN predictions p ON p.job_key = v.job_key AND p.example_id = v.example_id
-             WHERE p.job_key IN ({keys})
-             GROUP BY p.model, p.dataset, p.mode, v.metric"
-        ),
-        format!(
-            "SELECT p.model, p.dataset, p.mode, count(*)
-             FROM predictions p WHERE p.job_key IN ({keys})
-             GROUP BY p.model, p.dataset, p.mode"
         ),
     )
 }
@@ -352,7 +313,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(views(Dialect::Sqlite).len(), 2);
+        assert_eq!(views(Dialect::Sqlite).len(), 3);
         assert_eq!(views(Dialect::Postgres).len(), 3);
     }
 
@@ -360,13 +321,13 @@ mod tests {
     fn views_are_rebuilt_only_when_out_of_date() {
         let mut recorded = std::collections::HashMap::new();
         let all = view_updates(Dialect::Sqlite, &recorded);
-        assert_eq!(all[0], "DROP VIEW IF EXISTS results");
-        assert_eq!(all.len(), 2 + 1 + 2 * 2);
+        assert_eq!(all[0], "DROP VIEW IF EXISTS config_summary");
+        assert_eq!(all.len(), 3 + 1 + 3 * 2);
         for v in views(Dialect::Sqlite) {
             recorded.insert(v.name.to_string(), v.sha256());
         }
         assert!(view_updates(Dialect::Sqlite, &recorded).is_empty());
         recorded.insert("results".into(), "0".repeat(64));
-        assert_eq!(view_updates(Dialect::Sqlite, &recorded).len(), 7);
+        assert_eq!(view_updates(Dialect::Sqlite, &recorded).len(), 10);
     }
 }

@@ -15,9 +15,7 @@ use credence_infra::observe::{NoObserver, Observed, Recorder};
 use credence_infra::queue::memory::MemoryQueue;
 use credence_infra::queue::DeadLetter;
 use credence_infra::store::sqlite::SqliteStore;
-use credence_infra::store::{
-    Attempt, PlannedDatasetRecord, RunRecord, RunStatistics, StoreError, SummaryRow,
-};
+use credence_infra::store::{Attempt, PlannedDatasetRecord, RunRecord, RunStatistics, StoreError};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -215,10 +213,6 @@ impl Store for FlakyStore {
         run_id: &str,
     ) -> Result<Vec<credence_core::audit::StoredOutput>, StoreError> {
         self.inner.run_outputs(run_id).await
-    }
-
-    async fn summary(&self, jobs: &[Job]) -> Result<Vec<SummaryRow>, StoreError> {
-        self.inner.summary(jobs).await
     }
 
     async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError> {

@@ -5,7 +5,8 @@
 //!
 //! [`Store`]: crate::store::Store
 
-use super::{job_from_row, PgStore, JOB_COLUMNS};
+use super::PgStore;
+use crate::store::sql_store::{job_from_row, JobRow, JOB_COLUMNS};
 use crate::store::StoreError;
 use credence_core::domain::Mode;
 use credence_core::job::ConfigRef;
@@ -142,7 +143,7 @@ impl PgStore {
         .fetch_all(self.pool())
         .await
         .map_err(StoreError::query("unfinished jobs"))?;
-        rows.iter().map(job_from_row).collect()
+        rows.iter().map(job_of).collect()
     }
 
     /// Jobs by key (those that exist), in plan order.
@@ -154,7 +155,7 @@ impl PgStore {
         .fetch_all(self.pool())
         .await
         .map_err(StoreError::query("jobs by key"))?;
-        rows.iter().map(job_from_row).collect()
+        rows.iter().map(job_of).collect()
     }
 
     /// Notes that the jobs' messages are on the queue (after the broker confirmed them).
@@ -339,7 +340,7 @@ impl PgStore {
         rows.iter()
             .map(|r| {
                 Ok(StaleJob {
-                    job: job_from_row(r)?,
+                    job: job_of(r)?,
                     attempts: r.get(11),
                     worker: r.get(12),
                 })
@@ -360,7 +361,7 @@ impl PgStore {
         .fetch_all(self.pool())
         .await
         .map_err(StoreError::query("queued jobs"))?;
-        rows.iter().map(job_from_row).collect()
+        rows.iter().map(job_of).collect()
     }
 
     /// Configurations whose last job finished more than `lost_after` ago but whose
@@ -432,4 +433,10 @@ impl PgStore {
         .await
         .map_err(StoreError::query("state counts"))
     }
+}
+
+/// The [`Job`] in the first columns of a row ([`JOB_COLUMNS`]).
+fn job_of(row: &sqlx::postgres::PgRow) -> Result<Job, StoreError> {
+    let columns: JobRow = sqlx::FromRow::from_row(row).map_err(StoreError::query("job columns"))?;
+    job_from_row(columns)
 }
