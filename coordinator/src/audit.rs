@@ -43,10 +43,7 @@ pub async fn convergence(
     datasets: &[String],
     progress: bool,
 ) -> anyhow::Result<Vec<ConvergenceRow>> {
-    let sweep = store
-        .recorded_sweep(run)
-        .await?
-        .context("the run has no recorded sweep")?;
+    let sweep = store.run_sweep(run).await?;
     let outputs = store.run_outputs(run).await?;
     let groups = groups(&outputs, models, datasets);
     if groups.is_empty() {

@@ -16,13 +16,7 @@ pub async fn aggregate_config(
     store: &dyn Store,
     config: &ConfigRef,
 ) -> Result<Aggregation, StoreError> {
-    let spec = store
-        .recorded_sweep(&config.run_id)
-        .await?
-        .ok_or_else(|| StoreError::Corrupt {
-            what: "aggregation",
-            message: format!("run {:?} is not in the store", config.run_id),
-        })?;
+    let spec = store.run_sweep(&config.run_id).await?;
     let bootstrap = spec.bootstrap.stats();
     let method = spec.bootstrap.ci;
     let values = store.config_values(config).await?;

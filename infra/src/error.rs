@@ -32,6 +32,12 @@ pub enum StoreError {
         /// The driver's error.
         source: sqlx::Error,
     },
+    /// A run that must be in the store is not (no recorded sweep under its id).
+    #[error("run {run_id:?} is not in the store")]
+    UnknownRun {
+        /// The run id asked for.
+        run_id: String,
+    },
     /// Data in the store could not be decoded.
     #[error("corrupt store data ({what}): {message}")]
     Corrupt {
@@ -56,7 +62,10 @@ impl StoreError {
             StoreError::Connect { source, .. } | StoreError::Query { source, .. } => {
                 is_transient_sqlx(source)
             }
-            StoreError::BadUrl | StoreError::Migrate { .. } | StoreError::Corrupt { .. } => false,
+            StoreError::BadUrl
+            | StoreError::Migrate { .. }
+            | StoreError::UnknownRun { .. }
+            | StoreError::Corrupt { .. } => false,
         }
     }
 }

@@ -156,11 +156,10 @@ impl JobHandler {
     /// Registers an already loaded decomposer of `model` (which the handler then runs),
     /// used while its fingerprint matches the jobs'.
     #[must_use]
-    pub fn with_decomposer(self, model: &str, decomposer: Arc<dyn Decomposer>) -> Self {
-        let mut handler = self;
-        handler.models.insert(model.to_string());
-        lock(&handler.decomposers).insert(model.to_string(), decomposer);
-        handler
+    pub fn with_decomposer(mut self, model: &str, decomposer: Arc<dyn Decomposer>) -> Self {
+        self.models.insert(model.to_string());
+        lock(&self.decomposers).insert(model.to_string(), decomposer);
+        self
     }
 
     /// Scores the jobs of `run_id` with `scorer` instead of loading one from the run's

@@ -392,20 +392,13 @@ async fn run_job(
 /// ([`JobError::RecordedSweep`]); an unreachable store is a transient
 /// [`JobError::Store`], retried in place.
 async fn read_inputs(job: &Job, store: &dyn Store) -> Result<JobInputs, JobError> {
-    let recorded = |message: String| JobError::RecordedSweep {
-        key: job.key.clone(),
-        message,
-    };
-    let sweep = match store.recorded_sweep(&job.run_id).await {
-        Ok(Some(sweep)) => sweep,
-        Ok(None) => {
-            return Err(recorded(format!(
-                "run {:?} is not in the store",
-                job.run_id
-            )))
-        }
-        Err(StoreError::Corrupt { message, .. }) => {
-            return Err(recorded(format!("the run's recorded sweep: {message}")))
+    let sweep = match store.run_sweep(&job.run_id).await {
+        Ok(sweep) => sweep,
+        Err(e @ (StoreError::UnknownRun { .. } | StoreError::Corrupt { .. })) => {
+            return Err(JobError::RecordedSweep {
+                key: job.key.clone(),
+                message: e.to_string(),
+            })
         }
         Err(e) => return Err(e.into()),
     };

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use credence::jsonl::read_text_lines;
+use credence::nlp_bench;
 use credence_nlp::Nlp;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -112,53 +113,22 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if requests.is_empty() {
         bail!("{}: no texts", args.input.display());
     }
-    let mut texts: Vec<&str> = Vec::new();
-    let mut words = 0;
-    while words < args.min_words {
-        for r in &requests {
-            texts.push(&r.text);
-            words += r.text.split_whitespace().count();
-        }
-    }
-    let t0 = Instant::now();
+    let texts: Vec<&str> = requests.iter().map(|r| r.text.as_str()).collect();
+    let texts = nlp_bench::repeated(&texts, args.min_words);
+    let t = Instant::now();
     let nlp = load(&args.model)?;
-    let load_s = t0.elapsed().as_secs_f64();
+    let load_s = t.elapsed().as_secs_f64();
     let pool = pool(args.model.threads)?;
-    let threads = pool.current_num_threads();
-    let t1 = Instant::now();
-    let tokens: usize = pool
-        .install(|| nlp.tokenize_batch(&texts))
-        .iter()
-        .map(Vec::len)
-        .sum();
-    let tok_s = t1.elapsed().as_secs_f64();
-    let t2 = Instant::now();
-    let tagged: usize = pool
-        .install(|| nlp.tag_batch(&texts))
-        .iter()
-        .map(Vec::len)
-        .sum();
-    let tag_s = t2.elapsed().as_secs_f64();
-    let t3 = Instant::now();
-    let docs = pool.install(|| nlp.analyze_batch(&texts));
-    let full_s = t3.elapsed().as_secs_f64();
-    let parsed: usize = docs.iter().map(|d| d.tokens.len()).sum();
-    if tagged != tokens || parsed != tokens {
-        bail!("token counts differ between stages: {tokens} / {tagged} / {parsed}");
-    }
+    let b = nlp_bench::run(&nlp, &texts, &pool)?;
     println!(
-        "texts {} | words {words} | tokens {tokens} | threads {threads} | load {load_s:.2}s",
-        texts.len()
+        "texts {} | words {} | tokens {} | threads {} | load {load_s:.2}s",
+        b.texts, b.words, b.tokens, b.threads
     );
-    for (stage, secs) in [
-        ("tokenizer", tok_s),
-        ("tokenizer+tagger", tag_s),
-        ("full pipeline", full_s),
-    ] {
+    for (stage, secs) in &b.stages {
         println!(
             "{stage:<17} {secs:>7.3}s  {:>9.0} tokens/s  {:>9.0} words/s",
-            tokens as f64 / secs,
-            words as f64 / secs
+            b.tokens as f64 / secs,
+            b.words as f64 / secs
         );
     }
     Ok(ExitCode::SUCCESS)

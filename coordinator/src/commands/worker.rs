@@ -4,9 +4,9 @@ use super::flags;
 use super::signals::stop_on_signals;
 use anyhow::Context;
 use clap::Args;
-use credence::distributed::{ConnectArgs, Connections};
+use credence::distributed::ConnectArgs;
 use credence_infra::queue::Queue;
-use credence_infra::store::{Store, StoreError};
+use credence_infra::store::Store;
 use credence_infra::telemetry::WorkerMetrics;
 use credence_worker::serve::{serve, WorkerOptions};
 use std::process::ExitCode;
@@ -44,40 +44,12 @@ pub struct WorkerArgs {
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
-/// Connects to both servers, waiting out an unreachable database or broker however
-/// long it takes (a worker restarted during an outage waits for it rather than
-/// crash-looping); `None` when a signal stops it first. Other errors (a bad URL, a
-/// migration that fails) end the worker.
-async fn connect_waiting(
-    connect: &ConnectArgs,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Option<Connections>> {
-    let mut backoff = Duration::from_millis(250);
-    loop {
-        match connect.connect(None).await {
-            Ok(conn) => return Ok(Some(conn)),
-            Err(e)
-                if e.downcast_ref::<StoreError>()
-                    .is_some_and(StoreError::is_transient) =>
-            {
-                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "the store is unreachable; waiting for it before consuming");
-            }
-            Err(e) => return Err(e),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
-            _ = stop.wait_for(|s| *s) => return Ok(None),
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
-}
-
 /// Runs the command.
 pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let stop = stop_on_signals()?;
-        let Some(conn) = connect_waiting(&args.connect, stop.clone()).await? else {
+        let Some(conn) = args.connect.connect_waiting(stop.clone()).await? else {
             return Ok(ExitCode::SUCCESS);
         };
         let worker_id = args.worker_id.unwrap_or_else(|| {

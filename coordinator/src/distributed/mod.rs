@@ -17,7 +17,7 @@ use credence_infra::queue::job_queue;
 use credence_infra::queue::rabbitmq::{RabbitQueue, RabbitSettings};
 use credence_infra::queue::Queue;
 use credence_infra::store::postgres::PgStore;
-use credence_infra::store::{PlannedDatasetRecord, RunRecord, Store};
+use credence_infra::store::{PlannedDatasetRecord, RunRecord, Store, StoreError};
 use std::time::Duration;
 
 /// Where the distributed engine's servers are; shared by every distributed command.
@@ -96,6 +96,35 @@ impl ConnectArgs {
             queue,
             delivery_limit: self.delivery_limit,
         })
+    }
+
+    /// Connects to both servers as a long-running process does, waiting out an
+    /// unreachable database however long it takes (a worker restarted during an outage
+    /// waits for it rather than crash-looping), backing off from 250 ms to 5 s; `None`
+    /// when `stop` turns true first. Other errors (a bad URL, a migration that fails)
+    /// come back at once.
+    pub async fn connect_waiting(
+        &self,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Option<Connections>> {
+        let mut backoff = Duration::from_millis(250);
+        loop {
+            match self.connect(None).await {
+                Ok(conn) => return Ok(Some(conn)),
+                Err(e)
+                    if e.downcast_ref::<StoreError>()
+                        .is_some_and(StoreError::is_transient) =>
+                {
+                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "the store is unreachable; waiting for it before consuming");
+                }
+                Err(e) => return Err(e),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.wait_for(|s| *s) => return Ok(None),
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
     }
 }
 

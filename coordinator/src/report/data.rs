@@ -60,10 +60,7 @@ impl RunData {
     /// Reads run `run` (and what `options` asks for) from `store`.
     pub async fn load(store: &dyn Store, run: &str, options: &LoadOptions) -> anyhow::Result<Self> {
         let stats = store.run_statistics(run).await?;
-        let spec = store
-            .recorded_sweep(run)
-            .await?
-            .context("the run has no recorded sweep")?;
+        let spec = store.run_sweep(run).await?;
         let timing = timing::table(&store.stage_seconds(run).await?);
         let outputs = store.run_outputs(run).await?;
         let compare = match &options.compare {
@@ -71,9 +68,9 @@ impl RunData {
             Some(other) => Some(ComparedRun {
                 run: other.clone(),
                 spec: store
-                    .recorded_sweep(other)
-                    .await?
-                    .with_context(|| format!("no run {other:?} in the store to compare with"))?,
+                    .run_sweep(other)
+                    .await
+                    .context("the run to compare with")?,
                 outputs: store.run_outputs(other).await?,
             }),
         };

@@ -489,3 +489,44 @@ fn a_sweep_survives_its_json_round_trip_to_the_last_bit() {
     let back: SweepSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
     assert_eq!(back, spec);
 }
+
+/// `ModelSpec::named` (what `credence decompose --model NAME` runs): the baselines, a
+/// local preset with its weights under the models folder, its device and generation
+/// limit, an endpoint preset with its address and key variable, and nothing else.
+#[test]
+fn a_model_is_named_by_baseline_local_or_endpoint_preset() {
+    let split = ModelSpec::named("sentence-split").expect("a baseline");
+    assert_eq!(split.backend, ModelBackend::SentenceSplit);
+    assert_eq!(split.max_new_tokens, PAPER_MAX_NEW_TOKENS);
+    assert_eq!(
+        ModelSpec::named("conjunction-oracle").map(|m| m.backend),
+        Some(ModelBackend::ConjunctionOracle)
+    );
+    let local = ModelSpec::named("smollm2-135m-instruct").expect("a local preset");
+    assert_eq!(
+        local.backend,
+        ModelBackend::Gguf {
+            path: models_dir().join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+        }
+    );
+    assert_eq!((local.device.as_str(), local.max_new_tokens), ("cpu", 256));
+    assert_eq!(local.prompt, PromptKind::Credence);
+    let endpoint = ModelSpec::named("gemini-2.5-flash").expect("an endpoint preset");
+    match &endpoint.backend {
+        ModelBackend::Openai {
+            base_url,
+            api_model,
+            api_key_env,
+            max_concurrency,
+            ..
+        } => {
+            assert!(base_url.starts_with("https://generativelanguage.googleapis.com"));
+            assert_eq!(api_model, "gemini-2.5-flash");
+            assert_eq!(api_key_env.as_deref(), Some("GEMINI_API_KEY"));
+            assert_eq!(*max_concurrency, Some(64));
+        }
+        other => panic!("gemini-2.5-flash is {other:?}"),
+    }
+    assert_eq!(endpoint.name, "gemini-2.5-flash");
+    assert!(ModelSpec::named("no-such-model").is_none());
+}

@@ -198,6 +198,16 @@ pub trait Store: Caches + Send + Sync {
             })
     }
 
+    /// The recorded sweep of a run that must be in the store: as
+    /// [`Store::recorded_sweep`], with [`StoreError::UnknownRun`] when it is not.
+    async fn run_sweep(&self, run_id: &str) -> Result<SweepSpec, StoreError> {
+        self.recorded_sweep(run_id)
+            .await?
+            .ok_or_else(|| StoreError::UnknownRun {
+                run_id: run_id.to_string(),
+            })
+    }
+
     /// The per-example values of every metric of a configuration, examples in dataset
     /// order; what [`crate::aggregation::aggregate_config`] computes on.
     async fn config_values(&self, config: &ConfigRef) -> Result<ConfigValues, StoreError>;

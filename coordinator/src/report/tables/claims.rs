@@ -71,8 +71,7 @@ pub(super) fn repair_passes(rows: &[audit::ConvergenceRow]) -> TableOutcome {
             "the run has no base outputs".into(),
         );
     }
-    let number = |value: f64, digits: usize| Cell::Number { value, digits };
-    let opt = |v: Option<f64>, digits: usize| v.map_or(Cell::Missing, |v| number(v, digits));
+    let opt = |v: Option<f64>, digits: usize| v.map_or(Cell::Missing, |v| Cell::number(v, digits));
     let diff = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
     let passes = rows.iter().map(|r| r.passes).max().unwrap_or(0);
     TableOutcome::Table(Table {
@@ -103,10 +102,10 @@ pub(super) fn repair_passes(rows: &[audit::ConvergenceRow]) -> TableOutcome {
                 Some(vec![
                     Cell::Text(r.dataset.clone()),
                     Cell::Text(r.model.clone()),
-                    number(r.n as f64, 0),
-                    number(base.avr, 4),
-                    number(one.avr, 4),
-                    number(one.avr - base.avr, 4),
+                    Cell::number(r.n as f64, 0),
+                    Cell::number(base.avr, 4),
+                    Cell::number(one.avr, 4),
+                    Cell::number(one.avr - base.avr, 4),
                     opt(base.rr, 4),
                     opt(one.rr, 4),
                     opt(diff(one.rr, base.rr), 4),
@@ -115,7 +114,7 @@ pub(super) fn repair_passes(rows: &[audit::ConvergenceRow]) -> TableOutcome {
                         Cell::Text(format!("{p}/{}", r.n))
                     }),
                     Cell::Text(format!("{}/{}", r.t1.any, r.n)),
-                    r.fixed_points.mean.map_or(Cell::Missing, |m| number(m, 2)),
+                    r.fixed_points.mean.map_or(Cell::Missing, |m| Cell::number(m, 2)),
                 ])
             })
             .collect(),
@@ -134,7 +133,6 @@ pub(super) fn gating(outputs: &[StoredOutput]) -> TableOutcome {
             "the run has no example with both a base and a repair output".into(),
         );
     }
-    let number = |value: f64, digits: usize| Cell::Number { value, digits };
     TableOutcome::Table(Table {
         name: "gating",
         dataset: None,
@@ -156,12 +154,12 @@ pub(super) fn gating(outputs: &[StoredOutput]) -> TableOutcome {
                 vec![
                     Cell::Text(r.model.clone().unwrap_or_else(|| "Overall".into())),
                     Cell::Text(r.dataset.clone().unwrap_or_else(|| "all".into())),
-                    number(r.n as f64, 0),
-                    number(100.0 * r.gated, 1),
-                    number(100.0 * r.false_negative, 1),
-                    r.mean_fn_avr.map_or(Cell::Missing, |a| number(a, 3)),
+                    Cell::number(r.n as f64, 0),
+                    Cell::number(100.0 * r.gated, 1),
+                    Cell::number(100.0 * r.false_negative, 1),
+                    r.mean_fn_avr.map_or(Cell::Missing, |a| Cell::number(a, 3)),
                     r.base_verify_ok
-                        .map_or(Cell::Missing, |v| number(100.0 * v, 1)),
+                        .map_or(Cell::Missing, |v| Cell::number(100.0 * v, 1)),
                 ]
             })
             .collect(),

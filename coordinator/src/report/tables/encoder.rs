@@ -88,7 +88,6 @@ pub(super) fn encoder_sensitivity(
         .map(|(b, a)| b - a)
         .sum::<f64>()
         / n as f64;
-    let number = |value: f64, digits: usize| Cell::Number { value, digits };
     TableOutcome::Table(Table {
         name: "encoder_sensitivity",
         dataset: None,
@@ -98,9 +97,9 @@ pub(super) fn encoder_sensitivity(
             .to_vec(),
         rows: vec![vec![
             Cell::Text(encoder_name(other_spec)),
-            number(n as f64, 0),
-            pearson(&mine, &other_values).map_or(Cell::Missing, |r| number(r, 3)),
-            spearman(&mine, &other_values).map_or(Cell::Missing, |r| number(r, 3)),
+            Cell::number(n as f64, 0),
+            pearson(&mine, &other_values).map_or(Cell::Missing, |r| Cell::number(r, 3)),
+            spearman(&mine, &other_values).map_or(Cell::Missing, |r| Cell::number(r, 3)),
             if total == 0 {
                 Cell::Missing
             } else {
@@ -109,7 +108,7 @@ pub(super) fn encoder_sensitivity(
                     100.0 * preserved as f64 / total as f64
                 ))
             },
-            number(100.0 * offset, 1),
+            Cell::number(100.0 * offset, 1),
         ]],
         note: Some("Per-example Semantic-F1 of the other run against this run's on the same examples, models and modes. Rank preservation: model pairs, per dataset and mode, whose order by mean Semantic-F1 is the same in both runs. Mean offset: the other run minus this run, in points.".into()),
     })

@@ -79,6 +79,13 @@ pub enum Cell {
     Missing,
 }
 
+impl Cell {
+    /// A plain figure printed with `digits` decimals.
+    pub fn number(value: f64, digits: usize) -> Cell {
+        Cell::Number { value, digits }
+    }
+}
+
 /// A table ready to render.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {

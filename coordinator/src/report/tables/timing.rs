@@ -7,7 +7,6 @@ pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
     if rows.is_empty() {
         return unavailable("timing", None, title, "the run has no stage timings".into());
     }
-    let number = |value: f64, digits: usize| Cell::Number { value, digits };
     TableOutcome::Table(Table {
         name: "timing",
         dataset: None,
@@ -21,11 +20,11 @@ pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
                 vec![
                     Cell::Text(r.model.clone()),
                     Cell::Text(r.mode.as_str().into()),
-                    number(r.examples as f64, 0),
-                    number(r.mean, 4),
-                    number(r.std, 4),
-                    number(r.p50, 4),
-                    number(r.per_minute, 1),
+                    Cell::number(r.examples as f64, 0),
+                    Cell::number(r.mean, 4),
+                    Cell::number(r.std, 4),
+                    Cell::number(r.p50, 4),
+                    Cell::number(r.per_minute, 1),
                 ]
             })
             .collect(),
