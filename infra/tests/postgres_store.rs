@@ -10,54 +10,12 @@ use credence_core::dataset::LoadedDataset;
 use credence_core::domain::{Example, ExampleMetrics, ExampleResult, Mode};
 use credence_core::domain::{Stage, StageTimes};
 use credence_core::job::ConfigRef;
-use credence_core::job::{plan, Job, PlannedDataset, PlannedModel};
+use credence_core::job::Job;
 use credence_infra::store::postgres::PgStore;
 use credence_infra::store::{Attempt, PlannedDatasetRecord, RunRecord, Store, StoreError};
 use std::sync::Arc;
+use support::fixtures::{dataset, jobs, spec_json};
 use support::{servers_available, TestDb};
-
-/// A recorded sweep for the aggregation: model m, dataset d, modes base and repair.
-fn spec_json() -> String {
-    let toml = "[sweep]\nname = \"run\"\nmodes = [\"base\", \"repair\"]\n\
-                [bootstrap]\nresamples = 200\n\
-                [[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n\
-                [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n";
-    let spec = credence_core::sweep::parse(
-        toml,
-        std::path::Path::new("t.toml"),
-        std::path::Path::new("."),
-    )
-    .expect("the test sweep is valid");
-    serde_json::to_string(&spec).expect("a sweep serialises")
-}
-
-fn dataset(n: usize) -> LoadedDataset {
-    LoadedDataset {
-        path: "d.jsonl".into(),
-        hash: "h".into(),
-        examples: (0..n)
-            .map(|i| Example {
-                id: format!("e{i}"),
-                text: format!("Text {i} and more."),
-                references: vec![format!("Text {i}."), "More.".into()],
-                meta: Default::default(),
-            })
-            .collect(),
-    }
-}
-
-fn jobs(n: u32, shard: u32) -> Vec<Job> {
-    let models = [PlannedModel {
-        name: "m".into(),
-        fingerprint: "f".into(),
-    }];
-    let ds = [PlannedDataset {
-        id: "d".into(),
-        hash: "h".into(),
-        len: n,
-    }];
-    plan("run", &models, &ds, &[Mode::Base, Mode::Repair], shard, "c")
-}
 
 fn results(examples: &[Example], f1: f64) -> Vec<ExampleResult> {
     examples

@@ -9,9 +9,8 @@
 
 mod support;
 
-use credence_core::dataset::LoadedDataset;
 use credence_core::domain::{Example, ExampleMetrics, ExampleResult, Mode};
-use credence_core::job::{plan, ConfigRef, Job, PlannedDataset, PlannedModel};
+use credence_core::job::{ConfigRef, Job};
 use credence_infra::cache::{CachedGeneration, EmbeddingCache, GenerationCache, TokenUsage};
 use credence_infra::store::postgres::PgStore;
 use credence_infra::store::sql::{Engine, Stmt};
@@ -20,6 +19,7 @@ use credence_infra::store::sqlite::SqliteStore;
 use credence_infra::store::{
     Attempt, JobCommit, PlannedDatasetRecord, RunRecord, Store, StoreError,
 };
+use support::fixtures::{dataset, jobs, spec_json};
 
 /// Each check as a test per engine: `on_sqlite::NAME` on a new file, `on_postgres::NAME`
 /// on a new database of the local server (skipped, or failed under CI, without it).
@@ -59,49 +59,6 @@ contract!(
     a_shard_ending_past_u32_max_reads_its_examples,
     the_recorded_sweep_reads_back_typed_and_a_corrupt_one_is_named,
 );
-
-/// A recorded sweep for the aggregation: model m, dataset d, modes base and repair.
-fn spec_json() -> String {
-    let toml = "[sweep]\nname = \"run\"\nmodes = [\"base\", \"repair\"]\n\
-                [bootstrap]\nresamples = 200\n\
-                [[models]]\nname = \"m\"\nbackend = \"sentence-split\"\n\
-                [[datasets]]\nid = \"d\"\npath = \"d.jsonl\"\n";
-    let spec = credence_core::sweep::parse(
-        toml,
-        std::path::Path::new("t.toml"),
-        std::path::Path::new("."),
-    )
-    .expect("the test sweep is valid");
-    serde_json::to_string(&spec).expect("a sweep serialises")
-}
-
-fn dataset() -> LoadedDataset {
-    LoadedDataset {
-        path: "d.jsonl".into(),
-        hash: "h".into(),
-        examples: (0..5)
-            .map(|i| Example {
-                id: format!("e{i}"),
-                text: format!("Text {i} and more."),
-                references: vec![format!("Text {i}."), "More.".into()],
-                meta: Default::default(),
-            })
-            .collect(),
-    }
-}
-
-fn jobs() -> Vec<Job> {
-    let models = [PlannedModel {
-        name: "m".into(),
-        fingerprint: "f".into(),
-    }];
-    let ds = [PlannedDataset {
-        id: "d".into(),
-        hash: "h".into(),
-        len: 5,
-    }];
-    plan("run", &models, &ds, &[Mode::Base, Mode::Repair], 2, "c")
-}
 
 fn results(job: &Job, examples: &[Example], f1: f64) -> Vec<ExampleResult> {
     examples
@@ -146,8 +103,8 @@ async fn count<DB: Engine>(store: &SqlStore<DB>, table: &str) -> i64 {
 async fn results_are_idempotent_and_aggregate_again_to_the_same_rows<DB: Engine>(
     store: &SqlStore<DB>,
 ) {
-    let ds = dataset();
-    let jobs = jobs();
+    let ds = dataset(5);
+    let jobs = jobs(5, 2);
     let run = RunRecord {
         run_id: "run".into(),
         spec_json: spec_json(),
@@ -251,8 +208,8 @@ async fn results_are_idempotent_and_aggregate_again_to_the_same_rows<DB: Engine>
 }
 
 async fn failed_jobs_stay_unfinished_and_done_is_final<DB: Engine>(store: &SqlStore<DB>) {
-    let ds = dataset();
-    let jobs = jobs();
+    let ds = dataset(5);
+    let jobs = jobs(5, 2);
     let run = RunRecord {
         run_id: "run".into(),
         spec_json: spec_json(),
@@ -403,8 +360,8 @@ async fn caches_round_trip<DB: Engine>(store: &SqlStore<DB>) {
 /// A retry in place (the same delivery, after the database came back) is not a new
 /// attempt: an outage does not push a job toward its delivery limit.
 async fn only_a_new_attempt_counts<DB: Engine>(store: &SqlStore<DB>) {
-    let ds = dataset();
-    let jobs = jobs();
+    let ds = dataset(5);
+    let jobs = jobs(5, 2);
     let run = RunRecord {
         run_id: "run".into(),
         spec_json: "{}".into(),
@@ -464,7 +421,7 @@ async fn a_shard_ending_past_u32_max_reads_its_examples<DB: Engine>(store: &SqlS
             .await
             .unwrap();
     }
-    let mut job = jobs()[0].clone();
+    let mut job = jobs(5, 2)[0].clone();
     job.dataset_hash = "big".into();
     job.start = start;
     job.len = 3;
@@ -476,13 +433,16 @@ async fn a_shard_ending_past_u32_max_reads_its_examples<DB: Engine>(store: &SqlS
 async fn the_recorded_sweep_reads_back_typed_and_a_corrupt_one_is_named<DB: Engine>(
     store: &SqlStore<DB>,
 ) {
-    let ds = dataset();
+    let ds = dataset(5);
     let planned = [PlannedDatasetRecord { id: "d", data: &ds }];
     let run = RunRecord {
         run_id: "run".into(),
         spec_json: spec_json(),
     };
-    store.record_plan(&run, &planned, &jobs()).await.unwrap();
+    store
+        .record_plan(&run, &planned, &jobs(5, 2))
+        .await
+        .unwrap();
     let sweep = store
         .recorded_sweep("run")
         .await

@@ -212,29 +212,20 @@ async fn follow(
     run_id: &str,
     settings: &ReaperSettings,
 ) -> anyhow::Result<ExitCode> {
-    let mut stop = stop_on_signals()?;
-    loop {
-        if let Err(e) = reaper::tick(conn, settings).await {
-            tracing::warn!(error = %format!("{e:#}"), "reaper pass failed; retrying");
+    match reaper::follow(conn, run_id, settings, stop_on_signals()?).await {
+        Some(s) => {
+            print!("{}", status::render(&s));
+            Ok(if s.complete {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
-        match status::read(&conn.store, run_id).await {
-            Ok(s) if s.settled => {
-                print!("{}", status::render(&s));
-                return Ok(if s.complete {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                });
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %format!("{e:#}"), "status unavailable; retrying"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(settings.interval) => {}
-            _ = stop.changed() => {
-                eprintln!("interrupted: the workers go on; `credence sweep status {run_id}` shows progress");
-                return Ok(ExitCode::from(130));
-            }
+        None => {
+            eprintln!(
+                "interrupted: the workers go on; `credence sweep status {run_id}` shows progress"
+            );
+            Ok(ExitCode::from(130))
         }
     }
 }

@@ -140,3 +140,28 @@ pub async fn serve(
         }
     }
 }
+
+/// Reaps every `settings.interval` until the run has settled (no job open, nothing
+/// aggregating), and returns its status then; `None` when `stop` turns true first. A
+/// reaper pass or a status read that fails is logged and tried again on the next tick.
+pub async fn follow(
+    conn: &Connections,
+    run_id: &str,
+    settings: &ReaperSettings,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Option<super::status::RunStatus> {
+    loop {
+        if let Err(e) = tick(conn, settings).await {
+            tracing::warn!(error = %format!("{e:#}"), "reaper pass failed; retrying");
+        }
+        match super::status::read(&conn.store, run_id).await {
+            Ok(s) if s.settled => return Some(s),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "status unavailable; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(settings.interval) => {}
+            _ = stop.changed() => return None,
+        }
+    }
+}

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod fixtures;
 #[path = "../../../core/tests/support/skip.rs"]
 pub mod skip;
 
