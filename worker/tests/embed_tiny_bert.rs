@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::bert::{BertModel, Config};
 use credence_worker::embed::{
-    load_encoder, Backend, BertEncoder, Encoder, EncoderOptions, Pooling,
+    load_encoder, Attention, Backend, BertEncoder, Encoder, EncoderOptions, Pooling,
 };
 use std::path::Path;
 
@@ -289,4 +289,70 @@ fn a_folder_without_weights_or_tokenizer_names_what_is_missing() {
         err.contains("no-such-encoder") && err.contains("bge-large-en-v1.5"),
         "{err}"
     );
+}
+
+/// Texts of different lengths, so that a batch pads: the longest is 11 tokens, the
+/// shortest 3.
+const RAGGED: [&str; 6] = [
+    "the cat sat on the mat . a dog ran on the road",
+    "dog",
+    "the bridge collapsed .",
+    "a road was blocked",
+    "cat",
+    "the dog sat on a mat .",
+];
+
+/// The candle forward pass with one padded product per layer for the whole batch (a GPU's
+/// attention) gives the per-sequence pass's vectors (the CPU's), for CLS and mean
+/// pooling, on the device `CREDENCE_TEST_DEVICE` names (`cuda` on a GPU machine; on the
+/// CPU, when unset, the padded attention is forced).
+#[test]
+fn padded_attention_on_the_test_device_gives_the_per_sequence_vectors() {
+    let name = crate::support::tiny_llm::test_device();
+    let device = credence_worker::embed::device(&name).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_bert(dir.path());
+    for preset in ["bge-small-en-v1.5", "all-MiniLM-L6-v2"] {
+        let reference = load_encoder(
+            preset,
+            Some(dir.path()),
+            EncoderOptions {
+                batch_size: 1,
+                backend: Backend::Candle,
+                attention: Attention::PerSequence,
+                ..EncoderOptions::default()
+            },
+        )
+        .unwrap()
+        .encode(&RAGGED)
+        .unwrap();
+        let padded = load_encoder(
+            preset,
+            Some(dir.path()),
+            EncoderOptions {
+                batch_size: RAGGED.len(),
+                backend: Backend::Candle,
+                device: device.clone(),
+                attention: if device.is_cpu() {
+                    Attention::Padded
+                } else {
+                    Attention::Auto
+                },
+                ..EncoderOptions::default()
+            },
+        )
+        .unwrap();
+        let vectors = padded.encode(&RAGGED).unwrap();
+        for (i, (a, b)) in reference.iter().zip(&vectors).enumerate() {
+            let d = max_abs_diff(a, b);
+            let cosine: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            assert!(
+                d <= 1e-5 && cosine >= 0.9999,
+                "{preset} on {name}, text {i}: max difference {d}, cosine {cosine}"
+            );
+        }
+        // A sequence's padding changes nothing beyond rounding: alone it gives the same.
+        let alone = padded.encode(&RAGGED[1..2]).unwrap();
+        assert!(max_abs_diff(&alone[0], &vectors[1]) <= 1e-5, "{preset}");
+    }
 }

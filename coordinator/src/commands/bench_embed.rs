@@ -2,10 +2,10 @@
 //! (sentences/s) at several batch sizes. A benchmark, not a test; `bench/embed` runs it
 //! single-threaded and on all cores next to sentence-transformers.
 
-use super::embed::{parse_backend, parse_precision, read_inputs};
+use super::embed::{parse_attention, parse_backend, parse_precision, read_inputs};
 use anyhow::Context;
 use clap::Args;
-use credence_worker::embed::{self, Backend, Encoder, EncoderOptions, Precision};
+use credence_worker::embed::{self, Attention, Backend, Encoder, EncoderOptions, Precision};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -35,6 +35,9 @@ pub struct BenchEmbedArgs {
     /// auto, native or candle (as for `credence embed`).
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     backend: Backend,
+    /// auto, per-sequence or padded (as for `credence embed`).
+    #[arg(long, default_value = "auto", value_parser = parse_attention)]
+    attention: Attention,
 }
 
 /// Runs the benchmark.
@@ -48,6 +51,7 @@ pub fn run(args: BenchEmbedArgs) -> anyhow::Result<ExitCode> {
         device: embed::device(&args.device)?,
         precision: args.precision,
         backend: args.backend,
+        attention: args.attention,
         ..EncoderOptions::default()
     };
     let mut encoder = embed::load_encoder(&args.encoder, None, options)
@@ -66,6 +70,9 @@ pub fn run(args: BenchEmbedArgs) -> anyhow::Result<ExitCode> {
         let line = serde_json::json!({
             "impl": format!("credence-{}", encoder.backend().as_str()),
             "encoder": args.encoder,
+            "device": args.device,
+            "precision": args.precision.as_str(),
+            "attention": args.attention.as_str(),
             "sentences": texts.len(),
             "batch_size": batch_size,
             "threads": threads,

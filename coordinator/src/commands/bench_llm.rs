@@ -96,8 +96,15 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         .map(|(_, text)| vec![ChatMessage::user(text.clone())])
         .collect();
     let threads = credence_worker::embed::cpu_threads();
-    // Warm-up: one short generation (first-touch of the weights, kernel packing).
-    runtime.block_on(backend.run(&chats[0], 4, true))?;
+    // Warm-up: a few tokens of the shortest prompt (first touch of the weights, kernel
+    // packing), so that a prompt meant to fail (--keep-going) fails in its own turn.
+    let shortest = chats
+        .iter()
+        .min_by_key(|c| c.iter().map(|m| m.content.len()).sum::<usize>())
+        .expect("at least one prompt");
+    runtime
+        .block_on(backend.run(shortest, 4, true))
+        .context("the warm-up generation")?;
     for &(in_flight, prompts) in &args.in_flight {
         let in_flight = in_flight.max(1);
         let chats = &chats[..prompts.unwrap_or(chats.len()).min(chats.len())];

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use credence_worker::embed::{self, Backend, Encoder, EncoderOptions, Precision};
+use credence_worker::embed::{self, Attention, Backend, Encoder, EncoderOptions, Precision};
 use serde::Deserialize;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -35,15 +35,26 @@ pub struct EmbedArgs {
     /// candle. The backend is part of the encoder fingerprint.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     backend: Backend,
+    /// How the candle backend attends over a batch: auto (per sequence on the CPU, which
+    /// keeps a vector bit-identical in any batch; padded on a GPU, one masked product per
+    /// layer for the whole batch), per-sequence or padded.
+    #[arg(long, default_value = "auto", value_parser = parse_attention)]
+    attention: Attention,
 }
 
-/// Parses `f32`, `f16` or `bf16`.
 /// Parses `--backend`.
 pub fn parse_backend(s: &str) -> Result<Backend, String> {
     Backend::parse(s)
         .ok_or_else(|| format!("unknown backend {s:?}; expected auto, native or candle"))
 }
 
+/// Parses `--attention`.
+pub fn parse_attention(s: &str) -> Result<Attention, String> {
+    Attention::parse(s)
+        .ok_or_else(|| format!("unknown attention {s:?}; expected auto, per-sequence or padded"))
+}
+
+/// Parses `f32`, `f16` or `bf16`.
 pub fn parse_precision(s: &str) -> Result<Precision, String> {
     match s {
         "f32" => Ok(Precision::F32),
@@ -93,6 +104,7 @@ pub fn run(args: EmbedArgs) -> anyhow::Result<ExitCode> {
         device: embed::device(&args.device)?,
         precision: args.precision,
         backend: args.backend,
+        attention: args.attention,
     };
     let encoder = embed::load_encoder(&args.encoder, None, options)
         .with_context(|| format!("loading encoder {:?}", args.encoder))?;

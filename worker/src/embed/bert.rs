@@ -6,17 +6,21 @@
 //!
 //! The tokenizer's own padding and truncation are replaced: each input is truncated at
 //! the resolved maximum length (special tokens included, as sentence-transformers does)
-//! and never padded: a batch's sequences are packed end to end, and attention runs per
-//! sequence. So a text's vector is bit-identical alone or in any batch
+//! and never padded: a batch's sequences are packed end to end, and on the CPU attention
+//! runs per sequence. So there a text's vector is bit-identical alone or in any batch
 //! (`tests/embed_minilm.rs` checks it). That matters beyond tidiness: the embedding cache
 //! shares vectors between jobs, and padded attention, which changes a vector's last bits
 //! with its batch companions, made result rows depend on which job encoded a sentence
-//! first (DESIGN.md invariant 4). Inputs are sorted by length before batching and the
-//! vectors come back in input order. Identical texts in one call are encoded once.
+//! first (DESIGN.md invariant 4). On a GPU that holds to float rounding only: cuBLAS
+//! chooses its kernels by a product's shape, which the batch sets, so attention runs
+//! padded there (one product per layer for the whole batch instead of ~10 launches per
+//! sequence, which left the GPU idle), and the fingerprint names the attention and the
+//! precision. Inputs are sorted by length before batching and the vectors come back in
+//! input order. Identical texts in one call are encoded once.
 
 use super::config::BertConfig;
 use super::native::{self, NativeBert};
-use super::packed::{self, PackedBert};
+use super::packed::{self, Attention, PackedBert};
 use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
 use candle_core::{DType, Device};
@@ -51,7 +55,8 @@ impl Precision {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    /// `f32`, `f16` or `bf16`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
             Precision::F16 => "f16",
@@ -104,6 +109,8 @@ pub struct EncoderOptions {
     pub precision: Precision,
     /// Which implementation runs the forward pass.
     pub backend: Backend,
+    /// How the candle backend's attention runs over a batch.
+    pub attention: Attention,
 }
 
 impl Default for EncoderOptions {
@@ -113,6 +120,7 @@ impl Default for EncoderOptions {
             device: Device::Cpu,
             precision: Precision::F32,
             backend: Backend::Auto,
+            attention: Attention::Auto,
         }
     }
 }
@@ -235,9 +243,11 @@ impl BertEncoder {
         } else {
             pth
         };
-        let model = PackedBert::load(vb, &config).map_err(|source| EmbedError::Weights {
-            path: weights_path.clone(),
-            source,
+        let model = PackedBert::load(vb, &config, options.attention).map_err(|source| {
+            EmbedError::Weights {
+                path: weights_path.clone(),
+                source,
+            }
         })?;
         let native_fits =
             options.device.is_cpu() && options.precision == Precision::F32 && native::supported();
@@ -260,16 +270,28 @@ impl BertEncoder {
                 })?)
             }
         };
-        let backend = match model {
-            Forward::Native(_) => "native-avx2-fma",
-            Forward::Candle(_) => "candle",
+        // What made a vector beyond the weights: the pass, and for candle its attention
+        // and precision where they are not the CPU's (per sequence, f32).
+        let backend = match &model {
+            Forward::Native(_) => "native-avx2-fma".to_string(),
+            Forward::Candle(m) => {
+                let mut name = "candle".to_string();
+                if m.padded() {
+                    name.push_str("-padded");
+                }
+                if options.precision != Precision::F32 {
+                    name = format!("{name}-{}", options.precision.as_str());
+                }
+                name
+            }
         };
 
         let config_bytes = read_file(&config_path)?;
         let tokenizer_bytes = read_file(&tokenizer_path)?;
         let max_len = settings.max_len.to_string();
-        // The backend is part of what made a vector: the native and candle passes agree
-        // only to float rounding.
+        // The backend is part of what made a vector: the native and candle passes, the
+        // per-sequence and padded attentions, f32 and half precision agree only to float
+        // rounding.
         let parts: [&[u8]; 9] = [
             FINGERPRINT_VERSION.as_bytes(),
             backend.as_bytes(),
@@ -293,7 +315,7 @@ impl BertEncoder {
             pooling = settings.pooling.as_str(),
             prefix = %settings.prefix,
             max_len = settings.max_len,
-            backend,
+            backend = %backend,
             fingerprint = %&fingerprint[..12],
             "encoder loaded"
         );

@@ -22,6 +22,7 @@ pub mod preset;
 
 pub use bert::{device, Backend, BertEncoder, EncoderOptions, Precision};
 pub use cached::{CacheCounts, CachedEncoder};
+pub use packed::Attention;
 pub use preset::{EncoderSettings, Pooling, Preset, PRESETS};
 
 use std::path::{Path, PathBuf};

@@ -7,10 +7,64 @@
 //! fused into one `[hidden, 3·hidden]` matrix and every dense weight is stored
 //! transposed and contiguous (`[in, out]`), so the matmuls need no copy per call.
 //! Results equal candle-transformers' padded BERT up to float rounding.
+//!
+//! Attention runs one of two ways ([`Attention`]). Per sequence (the CPU's way): each
+//! sequence's products over its own tokens, so a vector is the same bit for bit in any
+//! batch; that costs about ten kernel launches per sequence per layer, which on a GPU
+//! (30,000 launches for a batch of 128 through 24 layers) and not the arithmetic set the
+//! pace. Padded (a GPU's way): the batch's queries, keys and values gathered once into
+//! `[sequences, heads, longest, head_dim]`, the keys past each sequence's end masked out,
+//! and one batched product each for the scores and the context, a fixed number of
+//! launches per layer. The dense layers stay packed either way, so no padding token goes
+//! through them. Masked keys add exact zeros, so the padded result differs from the per
+//! sequence one only where the device's matrix kernels round differently for another
+//! shape.
 
 use super::config::{Activation, BertConfig};
 use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::VarBuilder;
+
+/// How a batch's attention runs (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Attention {
+    /// Per sequence on the CPU, padded on other devices.
+    #[default]
+    Auto,
+    /// Each sequence on its own: a vector is bit-identical in any batch on the CPU.
+    PerSequence,
+    /// All sequences in one padded, masked product per layer: what a GPU needs.
+    Padded,
+}
+
+impl Attention {
+    /// `auto`, `per-sequence` or `padded`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(Attention::Auto),
+            "per-sequence" => Some(Attention::PerSequence),
+            "padded" => Some(Attention::Padded),
+            _ => None,
+        }
+    }
+
+    /// The name [`Attention::parse`] reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attention::Auto => "auto",
+            Attention::PerSequence => "per-sequence",
+            Attention::Padded => "padded",
+        }
+    }
+
+    /// Whether a batch on `device` runs padded.
+    fn padded_on(self, device: &Device) -> bool {
+        match self {
+            Attention::Auto => !device.is_cpu(),
+            Attention::PerSequence => false,
+            Attention::Padded => true,
+        }
+    }
+}
 
 /// A dense layer with its weight stored as `[in, out]`.
 pub(super) struct Dense {
@@ -111,11 +165,12 @@ pub(crate) struct PackedBert {
     pub(super) head_dim: usize,
     pub(super) activation: Activation,
     device: Device,
+    padded: bool,
 }
 
 impl PackedBert {
     /// Loads the weights of a BERT checkpoint (with or without a `bert.` prefix).
-    pub(crate) fn load(vb: VarBuilder, config: &BertConfig) -> Result<Self> {
+    pub(crate) fn load(vb: VarBuilder, config: &BertConfig, attention: Attention) -> Result<Self> {
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
             vb.pp("bert")
         } else {
@@ -150,7 +205,13 @@ impl PackedBert {
             head_dim: h / config.num_attention_heads,
             activation: config.hidden_act,
             device: vb.device().clone(),
+            padded: attention.padded_on(vb.device()),
         })
+    }
+
+    /// Whether a batch's attention runs padded (see [`Attention`]).
+    pub(crate) fn padded(&self) -> bool {
+        self.padded
     }
 
     /// Hidden states of every token of every sequence, packed in order:
@@ -171,15 +232,31 @@ impl PackedBert {
             .add(&self.position_embeddings.index_select(&positions, 0)?)?
             .broadcast_add(&self.token_type_row)?;
         let mut x = self.embedding_norm.forward(&x)?;
+        // The padded attention's index and mask tensors, copied to the device once for
+        // all layers (each copy from the host waits for the device's queue to drain).
+        let plan = if self.padded {
+            Some(Padding::new(&lengths, x.dtype(), &self.device)?)
+        } else {
+            None
+        };
         for layer in &self.layers {
-            x = self.layer_forward(layer, &x, &lengths)?;
+            x = self.layer_forward(layer, &x, &lengths, plan.as_ref())?;
         }
         Ok(x)
     }
 
-    fn layer_forward(&self, layer: &Layer, x: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+    fn layer_forward(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        lengths: &[usize],
+        plan: Option<&Padding>,
+    ) -> Result<Tensor> {
         let qkv = layer.qkv.forward(x)?;
-        let context = self.attention(&qkv, lengths)?;
+        let context = match plan {
+            Some(plan) => self.padded_attention(&qkv, plan)?,
+            None => self.attention(&qkv, lengths)?,
+        };
         let attended = layer
             .attention_norm
             .forward(&layer.attention_out.forward(&context)?.add(x)?)?;
@@ -222,6 +299,70 @@ impl PackedBert {
         }
         Tensor::cat(&contexts, 0)
     }
+
+    /// The same attention for all sequences at once, as `plan` lays them out: gathered
+    /// into `[sequences, heads, longest, head_dim]`, keys past a sequence's end masked with
+    /// -inf before the softmax (so they weigh exactly nothing), and the padding rows
+    /// dropped at the end.
+    fn padded_attention(&self, qkv: &Tensor, plan: &Padding) -> Result<Tensor> {
+        let (heads, head_dim) = (self.heads, self.head_dim);
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        let (sequences, longest) = (plan.sequences, plan.longest);
+        // [sequences·longest, 3·hidden] -> [3, sequences, heads, longest, head_dim]
+        let parts = qkv
+            .index_select(&plan.gather, 0)?
+            .reshape((sequences, longest, 3, heads, head_dim))?
+            .permute((2, 0, 3, 1, 4))?
+            .contiguous()?;
+        let (q, k, v) = (parts.get(0)?, parts.get(1)?, parts.get(2)?);
+        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&plan.mask)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((sequences * longest, heads * head_dim))?
+            .index_select(&plan.scatter, 0)
+    }
+}
+
+/// Where a packed batch's rows go in the padded attention, on the device.
+struct Padding {
+    sequences: usize,
+    longest: usize,
+    /// The packed row each padded slot reads (a short sequence's padding repeats its last
+    /// token).
+    gather: Tensor,
+    /// The padded slot of each packed row.
+    scatter: Tensor,
+    /// `[sequences, 1, 1, longest]`: 0 over a sequence's keys, -inf past its end.
+    mask: Tensor,
+}
+
+impl Padding {
+    fn new(lengths: &[usize], dtype: DType, device: &Device) -> Result<Self> {
+        let sequences = lengths.len();
+        let longest = lengths.iter().copied().max().unwrap_or(0);
+        let total: usize = lengths.iter().sum();
+        let mut gather = Vec::with_capacity(sequences * longest);
+        let mut scatter = Vec::with_capacity(total);
+        let mut mask = Vec::with_capacity(sequences * longest);
+        let mut offset = 0;
+        for (s, &len) in lengths.iter().enumerate() {
+            for t in 0..longest {
+                gather.push((offset + t.min(len - 1)) as u32);
+                mask.push(if t < len { 0f32 } else { f32::NEG_INFINITY });
+            }
+            scatter.extend((0..len).map(|t| (s * longest + t) as u32));
+            offset += len;
+        }
+        Ok(Padding {
+            sequences,
+            longest,
+            gather: Tensor::from_vec(gather, sequences * longest, device)?,
+            scatter: Tensor::from_vec(scatter, total, device)?,
+            mask: Tensor::from_vec(mask, (sequences, 1, 1, longest), device)?.to_dtype(dtype)?,
+        })
+    }
 }
 
 /// Exact (erf) GELU. On CPU f32 it uses the Abramowitz-Stegun 7.1.26 erf (absolute
@@ -237,8 +378,12 @@ fn gelu_erf(x: &Tensor) -> Result<Tensor> {
 }
 
 /// One pooled vector per sequence from packed hidden states: the first token (CLS) or
-/// the mean of the sequence's tokens.
+/// the mean of the sequence's tokens. Per sequence on the CPU; in one operation for the
+/// whole batch elsewhere ([`pool_batched`]).
 pub(crate) fn pool(states: &Tensor, lengths: &[usize], cls: bool) -> Result<Tensor> {
+    if !states.device().is_cpu() {
+        return pool_batched(states, lengths, cls);
+    }
     let mut rows = Vec::with_capacity(lengths.len());
     let mut offset = 0;
     for &len in lengths {
@@ -254,6 +399,33 @@ pub(crate) fn pool(states: &Tensor, lengths: &[usize], cls: bool) -> Result<Tens
         offset += len;
     }
     Tensor::cat(&rows, 0)
+}
+
+/// [`pool`] as one operation: the first rows picked by one gather, or the means as one
+/// product with a `[sequences, tokens]` matrix holding `1/length` over each sequence's
+/// tokens (equal to the per-sequence mean up to float rounding).
+fn pool_batched(states: &Tensor, lengths: &[usize], cls: bool) -> Result<Tensor> {
+    let device = states.device();
+    let total: usize = lengths.iter().sum();
+    let states = states.to_dtype(DType::F32)?;
+    if cls {
+        let firsts: Vec<u32> = lengths
+            .iter()
+            .scan(0, |offset, &len| {
+                let first = *offset;
+                *offset += len;
+                Some(first as u32)
+            })
+            .collect();
+        return states.index_select(&Tensor::from_vec(firsts, lengths.len(), device)?, 0);
+    }
+    let mut weights = vec![0f32; lengths.len() * total];
+    let mut offset = 0;
+    for (s, &len) in lengths.iter().enumerate() {
+        weights[s * total + offset..s * total + offset + len].fill(1.0 / len as f32);
+        offset += len;
+    }
+    Tensor::from_vec(weights, (lengths.len(), total), device)?.matmul(&states)
 }
 
 /// Rows scaled to unit length.
@@ -298,6 +470,31 @@ mod tests {
             .and_then(|t| t.to_vec2::<f32>())
             .expect("pooling runs");
         assert_eq!(pooled, vec![vec![1.0, 2.0], vec![0.0, 3.0]]);
+    }
+
+    #[test]
+    fn batched_pooling_gives_the_per_sequence_pooling() {
+        for cls in [false, true] {
+            let one_by_one = pool(&packed_states(), &[2, 3], cls)
+                .and_then(|t| t.to_vec2::<f32>())
+                .expect("pooling runs");
+            let batched = pool_batched(&packed_states(), &[2, 3], cls)
+                .and_then(|t| t.to_vec2::<f32>())
+                .expect("pooling runs");
+            for (a, b) in one_by_one.iter().flatten().zip(batched.iter().flatten()) {
+                assert!((a - b).abs() <= 1e-6, "cls {cls}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn attention_names_parse() {
+        for a in [Attention::Auto, Attention::PerSequence, Attention::Padded] {
+            assert_eq!(Attention::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(Attention::parse("flash"), None);
+        assert!(!Attention::Auto.padded_on(&Device::Cpu));
+        assert!(Attention::Padded.padded_on(&Device::Cpu));
     }
 
     #[test]
