@@ -8,7 +8,8 @@ load the same folder and see the same tokens. Also writes N sentences of random 
 
     python3 bench/gpu/make_encoder.py OUT_DIR SENTENCES.jsonl [--n 4000] [--tiny]
 
---tiny writes a 2-layer, 64-wide encoder (the rehearsal's logic on the CPU).
+--tiny writes a 2-layer, 64-wide encoder with the standard library alone (tiny_weights.py),
+as CI runs the rehearsal's logic on the CPU without torch.
 """
 import argparse
 import json
@@ -49,19 +50,26 @@ def main():
     ap.add_argument("--n", type=int, default=4000)
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
-    import torch
-    from transformers import BertConfig, BertModel
     shape = TINY if args.tiny else SHAPE
-    config = BertConfig(**shape, type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
     started = time.time()
-    torch.manual_seed(0)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.device(device):
-        model = BertModel(config, add_pooling_layer=False)
-    os.makedirs(args.out, exist_ok=True)
-    model.save_pretrained(args.out)
+    if args.tiny:
+        # The standard library alone, as CI has it (tiny_weights.py).
+        from tiny_weights import write_bert
+        params = write_bert(args.out, shape)
+    else:
+        import torch
+        from transformers import BertConfig, BertModel
+        config = BertConfig(**shape, type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+        torch.manual_seed(0)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        with torch.device(device):
+            model = BertModel(config, add_pooling_layer=False)
+        os.makedirs(args.out, exist_ok=True)
+        model.save_pretrained(args.out)
+        params = sum(p.numel() for p in model.parameters())
+    hidden, vocab = shape["hidden_size"], shape["vocab_size"]
     with open(os.path.join(args.out, "tokenizer.json"), "w") as f:
-        json.dump(tokenizer_json(config.vocab_size), f)
+        json.dump(tokenizer_json(vocab), f)
     with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "cls_token": "[CLS]",
                    "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]",
@@ -75,16 +83,15 @@ def main():
     os.makedirs(os.path.join(args.out, "1_Pooling"), exist_ok=True)
     os.makedirs(os.path.join(args.out, "2_Normalize"), exist_ok=True)
     with open(os.path.join(args.out, "1_Pooling", "config.json"), "w") as f:
-        json.dump({"word_embedding_dimension": config.hidden_size, "pooling_mode_cls_token": True,
+        json.dump({"word_embedding_dimension": hidden, "pooling_mode_cls_token": True,
                    "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
                    "pooling_mode_mean_sqrt_len_tokens": False}, f)
     r = random.Random(11)
     with open(args.sentences, "w") as f:
         for i in range(args.n):
-            words = " ".join(f"w{r.randrange(len(SPECIALS), config.vocab_size)}"
+            words = " ".join(f"w{r.randrange(len(SPECIALS), vocab)}"
                              for _ in range(r.randrange(8, 41)))
             f.write(json.dumps({"id": f"s{i}", "text": words}) + "\n")
-    params = sum(p.numel() for p in model.parameters())
     print(json.dumps({"model": "bge-large-shape", "folder": args.out, "params": params,
                       "sentences": args.n, "seconds": round(time.time() - started, 1)}), flush=True)
 

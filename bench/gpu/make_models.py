@@ -16,12 +16,15 @@ the weights' values.
 
     python3 bench/gpu/make_models.py OUT_DIR [--models qwen3-8b,phi3-mini,gemma3-12b-q4k] [--tiny]
 
---tiny writes the same architectures at toy sizes (CI runs the rehearsal's logic with them
-on the CPU); the tiny GGUF keeps every matrix's rows whole Q4_K blocks of 256.
+--tiny writes the same architectures at toy sizes with the standard library alone (no
+torch, no numpy: tiny_weights.py), as CI runs the rehearsal's logic on the CPU; the tiny
+GGUF keeps every matrix's rows whole Q4_K blocks of 256.
 """
 import argparse
 import json
+import math
 import os
+import random
 import struct
 import sys
 import time
@@ -60,8 +63,6 @@ def tokenizer_json(vocab):
 
 
 def make(name, out, tiny):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
     shape = dict(SHAPES[name])
     if tiny:
         shape.update(TINY)
@@ -72,21 +73,28 @@ def make(name, out, tiny):
             # Phi-3's special ids (32000, 32007) lie past a tiny vocabulary.
             shape.update(pad_token_id=1, eos_token_id=1, bos_token_id=0)
     model_type = shape.pop("model_type")
-    config = AutoConfig.for_model(model_type, **shape)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     started = time.time()
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     folder = os.path.join(out, name)
-    os.makedirs(folder, exist_ok=True)
-    model.save_pretrained(folder, max_shard_size="20GB")
+    if tiny:
+        # The standard library alone, as CI has it (tiny_weights.py).
+        from tiny_weights import write_causal
+        params = write_causal(folder, model_type, shape)
+    else:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+        config = AutoConfig.for_model(model_type, **shape)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        os.makedirs(folder, exist_ok=True)
+        model.save_pretrained(folder, max_shard_size="20GB")
+        params = sum(p.numel() for p in model.parameters())
     with open(os.path.join(folder, "tokenizer.json"), "w") as f:
-        json.dump(tokenizer_json(config.vocab_size), f)
+        json.dump(tokenizer_json(shape["vocab_size"]), f)
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({"chat_template": CHATML, "eos_token": "<|im_end|>",
                    "add_bos_token": False}, f)
-    params = sum(p.numel() for p in model.parameters())
     print(json.dumps({"model": name, "folder": folder, "params": params,
                       "seconds": round(time.time() - started, 1)}), flush=True)
 
@@ -149,15 +157,14 @@ def gguf_string(s):
 
 def gguf_kv(key, vtype, value):
     """One metadata entry; an ARRAY's value is (element type, list)."""
-    import numpy as np
     out = gguf_string(key) + struct.pack("<I", vtype)
     if vtype == ARRAY:
         etype, items = value
         out += struct.pack("<IQ", etype, len(items))
         if etype == STRING:
             return out + b"".join(gguf_string(x) for x in items)
-        dtype = {U32: "<u4", I32: "<i4", F32V: "<f4"}[etype]
-        return out + np.asarray(items, dtype=dtype).tobytes()
+        code = {U32: "I", I32: "i", F32V: "f"}[etype]
+        return out + struct.pack(f"<{len(items)}{code}", *items)
     if vtype == STRING:
         return out + gguf_string(value)
     return out + struct.pack({U32: "<I", I32: "<i", F32V: "<f", BOOL: "<?"}[vtype], value)
@@ -197,7 +204,25 @@ def tensor_bytes(dims, ggml):
 def write_tensor(f, dims, ggml, bits):
     """Random blocks with sane scales, in chunks of at most 64 MiB: a Q4_K block's d and
     dmin (dmin = 7.5 d centres its values on 0, its 6-bit scales and mins being uniform),
-    a Q6_K block's d (its scales are signed); norms 1 + small noise."""
+    a Q6_K block's d (its scales are signed); norms 1 + small noise. `bits` is numpy's
+    PCG64 (the real shapes: fast) or a random.Random (--tiny: the standard library alone,
+    as CI has it)."""
+    d = struct.pack("<e", 1e-4)
+    dmin = struct.pack("<e", 7.5e-4)
+    if isinstance(bits, random.Random):
+        if ggml == F32:
+            f.write(struct.pack(f"<{dims[0]}f", *(1.0 + 0.01 * (bits.random() - 0.5)
+                                                  for _ in range(dims[0]))))
+            return
+        block_bytes = ggml[2]
+        raw = bytearray(bits.randbytes(tensor_bytes(dims, ggml)))
+        for at in range(0, len(raw), block_bytes):
+            if ggml == Q4_K:
+                raw[at:at + 4] = d + dmin
+            else:
+                raw[at + 208:at + 210] = d
+        f.write(raw)
+        return
     import numpy as np
     if ggml == F32:
         w = 1.0 + 0.01 * (bits.random_raw(dims[0]).astype(np.float64) / 2.0**64 - 0.5)
@@ -206,8 +231,8 @@ def write_tensor(f, dims, ggml, bits):
     _, _, block_bytes = ggml
     blocks = tensor_bytes(dims, ggml) // block_bytes
     step = max(1, (64 << 20) // block_bytes)
-    d = np.frombuffer(np.float16(1e-4).tobytes(), np.uint8)
-    dmin = np.frombuffer(np.float16(7.5e-4).tobytes(), np.uint8)
+    d = np.frombuffer(d, np.uint8)
+    dmin = np.frombuffer(dmin, np.uint8)
     for start in range(0, blocks, step):
         n = min(step, blocks - start)
         raw = bits.random_raw((n * block_bytes + 7) // 8).view(np.uint8)[:n * block_bytes]
@@ -223,7 +248,6 @@ def write_tensor(f, dims, ggml, bits):
 def make_gguf(name, out, tiny):
     """Writes OUT/NAME/model.gguf (GGUF v3): header, metadata, tensor infos, then each
     tensor's data at its 32-byte-aligned offset, generated and written one at a time."""
-    import numpy as np
     s = dict(GGUF_SHAPES[name])
     if tiny:
         s.update(GGUF_TINY)
@@ -274,12 +298,16 @@ def make_gguf(name, out, tiny):
                       + struct.pack(f"<{len(dims)}Q", *reversed(dims))
                       + struct.pack("<IQ", ggml[0], offset))
         offset += -(-tensor_bytes(dims, ggml) // ALIGN) * ALIGN
-        params += int(np.prod(dims))
+        params += math.prod(dims)
     header = b"".join(header)
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.gguf")
-    bits = np.random.PCG64(0)
+    if tiny:
+        bits = random.Random(0)
+    else:
+        import numpy as np
+        bits = np.random.PCG64(0)
     with open(path + ".part", "wb") as f:
         f.write(header + bytes(-len(header) % ALIGN))
         data_start = f.tell()

@@ -23,7 +23,9 @@
 # line per measurement; log.txt; table.md at the end), so a rehearsal cut short still
 # leaves what it measured. Sized for under 8 minutes on one H100/H200 (the model files are
 # written to WORK, a temporary folder unless set, and removed after each model). --tiny
-# runs the same steps at toy shapes on the CPU to check the logic.
+# runs the same steps at toy shapes on the CPU to check the logic, and exits 1 if any step
+# failed; its models are written with the standard library alone, so it runs where
+# python3 has no torch (scripts/test runs it), leaving out the references' steps there.
 # Needs python3 with torch, transformers and sentence-transformers (the GPU machines'
 # image has them). CREDENCE_SIZES and HF_SIZES (N:PROMPTS lists) trim or widen it; SKIP
 # (a regular expression over step names, e.g. 'transformers|f16') leaves steps out.
@@ -63,6 +65,11 @@ HF_SIZES="${HF_SIZES:-1:1,32:32,64:64}"
 declare -A LONG_WORDS=([phi3-mini]=3800 [qwen3-8b]=12000)
 if [ -n "$TINY" ]; then
   DEVICE=cpu TOKENS=8 SENTENCES=64 CREDENCE_SIZES=1:1,4:4 HF_SIZES="1:1,4:4"
+  # Without torch (CI) the references are left out; everything of credence's runs.
+  if ! python3 -c 'import torch, transformers, sentence_transformers' 2>/dev/null; then
+    log "no torch, transformers and sentence-transformers here: their steps are left out"
+    SKIP="${SKIP:+$SKIP|}^transformers|^sentence-transformers"
+  fi
 fi
 if [ "$DEVICE" = cuda ]; then
   # The driver's libcuda and a CUDA 13 runtime's cuBLAS/cuRAND (torch's wheels).
@@ -89,6 +96,9 @@ record() {
   python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r["step"]=sys.argv[2]; print(json.dumps(r))' \
     "$1" "$2" >>"$RESULTS"
 }
+
+# Steps that failed (--tiny fails the run on any).
+failed=()
 
 # The GPU's used memory, sampled every 100 ms into $1 while a step runs (CUDA only).
 sampler=""
@@ -129,7 +139,7 @@ if int(sys.argv[3]) > 0: r["peak_gpu_mib"]=int(sys.argv[3])
 print(json.dumps(r))' "$line" "$name" "$peak" >>"$RESULTS"
     fi
   done <"$work/step.out"
-  [ "$rc" = 0 ] || log "$name: exit status $rc"
+  [ "$rc" = 0 ] || { log "$name: exit status $rc"; failed+=("$name"); }
   echo "$peak" >"$work/last_peak"
   return "$rc"
 }
@@ -234,3 +244,7 @@ for m in "${models[@]}"; do
 done
 
 python3 "$here/rehearsal_table.py" "$RESULTS" | tee "$OUT/table.md"
+if [ -n "$TINY" ] && [ "${#failed[@]}" -gt 0 ]; then
+  log "failed: ${failed[*]}"
+  exit 1
+fi
