@@ -233,7 +233,7 @@ impl PackedBert {
             .broadcast_add(&self.token_type_row)?;
         let mut x = self.embedding_norm.forward(&x)?;
         // The padded attention's index and mask tensors, copied to the device once for
-        // all layers (each copy from the host waits for the device's queue to drain).
+        // all layers.
         let plan = if self.padded {
             Some(Padding::new(&lengths, x.dtype(), &self.device)?)
         } else {
