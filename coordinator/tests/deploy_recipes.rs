@@ -455,6 +455,29 @@ fn compose_file_declares_services_secrets_and_the_gpu_worker() {
             && strings(&d["capabilities"]).contains(&"gpu".to_string())),
         "worker-gpu must reserve an nvidia device with the gpu capability"
     );
+    // The vLLM option: a server on one GPU, reached inside the compose network only, and
+    // a worker that starts once it answers.
+    let vllm = &doc["services"]["vllm"];
+    assert!(strings(&vllm["profiles"]).contains(&"vllm".to_string()));
+    assert!(str_of(&vllm["image"]).starts_with("vllm/vllm-openai:"));
+    assert!(vllm["ports"].is_null(), "vllm: no port on the host");
+    let devices = vllm["deploy"]["resources"]["reservations"]["devices"]
+        .as_sequence()
+        .expect("vllm: deploy.resources.reservations.devices");
+    assert!(
+        devices.iter().any(|d| str_of(&d["driver"]) == "nvidia"),
+        "vllm must reserve an nvidia device"
+    );
+    let beside = &doc["services"]["worker-vllm"];
+    assert!(strings(&beside["profiles"]).contains(&"vllm".to_string()));
+    assert_eq!(
+        str_of(&beside["depends_on"]["vllm"]["condition"]),
+        "service_healthy"
+    );
+    assert!(
+        text.contains("base_url = \"http://vllm:8000/v1\""),
+        "compose.yaml shows the sweep's endpoint lines for the vllm service"
+    );
     let plugins = read(&deploy("rabbitmq/enabled_plugins"));
     assert!(plugins.contains("rabbitmq_management") && plugins.contains("rabbitmq_prometheus"));
 
@@ -495,8 +518,8 @@ fn compose_cli() -> Option<Vec<&'static str>> {
     None
 }
 
-/// Runs `compose -f deploy/compose.yaml --env-file ENV --profile gpu ARGS...` with none
-/// of the file's variables inherited from this process.
+/// Runs `compose -f deploy/compose.yaml --env-file ENV --profile gpu --profile vllm
+/// ARGS...` with none of the file's variables inherited from this process.
 fn compose(cli: &[&str], env: &Path, args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(cli[0]);
     cmd.args(&cli[1..])
@@ -504,7 +527,7 @@ fn compose(cli: &[&str], env: &Path, args: &[&str]) -> std::process::Output {
         .arg(deploy("compose.yaml"))
         .arg("--env-file")
         .arg(env)
-        .args(["--profile", "gpu"])
+        .args(["--profile", "gpu", "--profile", "vllm"])
         .args(args)
         .current_dir(workspace());
     for var in [
@@ -516,6 +539,9 @@ fn compose(cli: &[&str], env: &Path, args: &[&str]) -> std::process::Output {
         "CREDENCE_WORKER_MODELS",
         "CREDENCE_GPU_WORKER_MODELS",
         "CUDA_COMPUTE_CAP",
+        "VLLM_MODEL",
+        "VLLM_SERVED_NAME",
+        "CREDENCE_VLLM_WORKER_MODELS",
         "COMPOSE_FILE",
         "COMPOSE_PROFILES",
         "COMPOSE_ENV_FILES",
@@ -555,6 +581,19 @@ fn compose_config_renders_with_a_throwaway_env_file() {
     );
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).expect("config JSON");
     let services = &config["services"];
+    // The vLLM profile's defaults: Qwen3-8B from the models folder, and its worker.
+    let vllm_args: Vec<&str> = services["vllm"]["command"]
+        .as_array()
+        .expect("vllm command")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(vllm_args.contains(&"/models/Qwen3-8B"), "{vllm_args:?}");
+    assert!(vllm_args.contains(&"Qwen/Qwen3-8B"), "{vllm_args:?}");
+    assert_eq!(
+        services["worker-vllm"]["command"][2].as_str(),
+        Some("qwen3-8b-vllm")
+    );
     let env_of = |service: &str, key: &str| services[service]["environment"][key].as_str();
     assert_eq!(env_of("postgres", "POSTGRES_PASSWORD"), Some(secrets[0].1));
     assert_eq!(
