@@ -190,6 +190,30 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
         assert!(md.contains(title), "{title} missing:\n{md}");
     }
     assert!(!md.contains("Not available"), "{md}");
+    // The timing table's LLM calls per example (PAPER.md asks for the rate per mode): one
+    // base call for SmolLM2, more in self_repair where the LLM tier was called, none for
+    // the sentence splitter.
+    let timing = md
+        .split("### Seconds per example by mode")
+        .nth(1)
+        .and_then(|rest| rest.split("###").next())
+        .unwrap();
+    let calls = |model: &str, mode: &str| -> f64 {
+        let prefix = format!("| {model} | {mode} |");
+        let line = timing
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no timing line {prefix}:\n{timing}"));
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        cells
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("{line}"))
+    };
+    assert_eq!(calls("smollm2-135m", "base"), 1.0);
+    assert!(calls("smollm2-135m", "self_repair") > 1.0, "{timing}");
+    assert_eq!(calls("sentence-split", "all"), 0.0);
     // The main table's AVR of the sentence splitter's repair mode, as stored, with its
     // interval, in bold (repair lowers AVR).
     let stored = sql(
@@ -540,6 +564,42 @@ fn the_timing_table_has_a_line_per_model_and_mode() {
     assert_eq!(text.lines().count(), 7, "{text}");
 
     audits_agree_with_the_stored_modes(&db, n);
+}
+
+/// The sweep file's `[verifier] advcl_requires_subject` key reaches the stored metrics:
+/// a participial adjunct ("saying she was tired", an `advcl` without a subject) is a
+/// boundary node by default and none with the key set.
+#[test]
+fn the_advcl_requires_subject_key_reaches_the_stored_avr() {
+    let _turn = my_turn();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("one.jsonl"),
+        "{\"id\": \"a\", \"text\": \"She smiled, saying she was tired.\", \"references\": [\"She smiled.\"]}\n",
+    )
+    .unwrap();
+    let avr = |key: &str| {
+        let sweep = dir.path().join(format!("advcl-{key}.toml"));
+        std::fs::write(
+            &sweep,
+            format!(
+                "[sweep]\nname = \"advcl\"\nmodes = [\"base\"]\n\n[verifier]\n{key}\n\n\
+                 [[models]]\nname = \"sentence-split\"\nbackend = \"sentence-split\"\n\n\
+                 [[datasets]]\nid = \"one\"\npath = \"one.jsonl\"\n"
+            ),
+        )
+        .unwrap();
+        let db = dir.path().join(format!("advcl-{}.db", key.len()));
+        let run = run_sweep(&sweep, &db, &[]);
+        assert!(run.status.success(), "{key}: {}", stderr(&run));
+        sql(
+            &db,
+            "select group_concat(m, ',') from (select metric || '=' || value as m \
+             from metric_values where metric in ('avr', 'n_viol') order by metric)",
+        )
+    };
+    assert_eq!(avr("advcl_requires_subject = true"), "avr=0.0,n_viol=0.0");
+    assert_eq!(avr("advcl_requires_subject = false"), "avr=1.0,n_viol=1.0");
 }
 
 /// `credence audit` on the finished base + repair run: the convergence audit's first pass

@@ -26,7 +26,8 @@ pub struct StoredOutput {
     pub references: Vec<String>,
     /// The mode's final claims.
     pub claims: Vec<String>,
-    /// LLM calls the mode's repair tiers made.
+    /// LLM calls spent on the example in this mode: the base decomposition's (1 for an
+    /// LLM, 0 for a rule baseline) and the repair tiers'.
     pub llm_calls: u32,
     /// AVR (NULL when the sweep has no parser).
     pub avr: Option<f64>,
@@ -62,6 +63,9 @@ pub struct PassPoint {
     pub epr: f64,
     /// Redundancy rate (`None` without an encoder).
     pub rr: Option<f64>,
+    /// Duplicate pairs (cos >= tau_dup; `None` without an encoder): the base's count is
+    /// Theorem T2's d0.
+    pub dup_pairs: Option<u32>,
     /// Semantic-F1 against the references (`None` without an encoder).
     pub semantic_f1: Option<f64>,
     /// This pass changed the claims (false for the base, pass 0).
@@ -125,6 +129,12 @@ pub struct FixedPoints {
     pub mean: Option<f64>,
     /// The most changing passes of an example that reached a fixed point.
     pub max: Option<u32>,
+    /// Theorem T2's bound: examples that changed for more than k0 + d0 passes (k0 the
+    /// base's boundary nodes, n_viol; d0 its duplicate pairs, 0 without an encoder),
+    /// whether or not they then reached a fixed point. 0 when the theorem holds.
+    pub over_bound: usize,
+    /// The largest k0 + d0 over the examples.
+    pub max_bound: u32,
 }
 
 /// Theorem T3: LLM self-repair calls in one mode and those that raised AVR.
@@ -240,13 +250,22 @@ pub fn convergence(
         let fell = steps().any(|(a, b)| b.avr < a.avr - EPS);
         avr_rose += usize::from(rose);
         avr_fluctuated += usize::from(rose && fell);
-        match t.iter().skip(1).position(|p| !p.changed) {
+        let changing = match t.iter().skip(1).position(|p| !p.changed) {
             Some(p) => {
                 fixed.examples[p] += 1;
                 reached.push(p as u32);
+                p as u32
             }
-            None => fixed.not_reached += 1,
-        }
+            None => {
+                fixed.not_reached += 1;
+                passes
+            }
+        };
+        let bound = t
+            .first()
+            .map_or(0, |base| base.n_viol + base.dup_pairs.unwrap_or(0));
+        fixed.max_bound = fixed.max_bound.max(bound);
+        fixed.over_bound += usize::from(changing > bound);
         if let (Some(one), Some(two)) = (t.get(1), t.get(2)) {
             let rr_lower = matches!((one.rr, two.rr), (Some(x), Some(y)) if y < x - EPS);
             p2_better += usize::from(two.avr < one.avr - EPS || rr_lower);
@@ -268,6 +287,15 @@ pub fn convergence(
         .filter_map(|o| Some((o.example_id.as_str(), o.avr?)))
         .collect();
     let rule_pass = (all_rule_passes.max(1) as usize).min(passes as usize);
+    // The base decomposition's calls of each example, which every mode's count includes:
+    // the fewest calls any of its stored modes made (`base` and `repair` make no other).
+    let mut base_calls: HashMap<&str, u32> = HashMap::new();
+    for o in outputs {
+        let calls = base_calls
+            .entry(o.example_id.as_str())
+            .or_insert(o.llm_calls);
+        *calls = (*calls).min(o.llm_calls);
+    }
     let mut self_repair = Vec::new();
     for mode in [Mode::SelfRepair, Mode::All] {
         if !outputs.iter().any(|o| o.mode == mode) {
@@ -275,7 +303,10 @@ pub fn convergence(
         }
         let called: Vec<&StoredOutput> = outputs
             .iter()
-            .filter(|o| o.mode == mode && o.llm_calls > 0)
+            .filter(|o| {
+                o.mode == mode
+                    && o.llm_calls > base_calls.get(o.example_id.as_str()).copied().unwrap_or(0)
+            })
             .collect();
         let before = |o: &StoredOutput| match mode {
             Mode::All => position
@@ -444,6 +475,7 @@ mod tests {
 
     fn point(avr: f64, n_viol: u32, epr: f64, rr: f64, changed: bool) -> PassPoint {
         PassPoint {
+            dup_pairs: Some(u32::from(rr > 0.0)),
             n_claims: 2,
             avr,
             n_viol,
@@ -504,12 +536,13 @@ mod tests {
             ],
         ];
         let outputs = vec![
-            output(Mode::Base, "a", &["x"], 0.5, 1.0, 0),
-            output(Mode::Base, "b", &["y"], 0.0, 0.5, 0),
-            output(Mode::Base, "c", &["z"], 1.0, 1.0, 0),
-            output(Mode::SelfRepair, "a", &["x"], 1.0, 1.0, 1),
-            output(Mode::SelfRepair, "c", &["z"], 0.0, 1.0, 1),
-            output(Mode::SelfRepair, "b", &["y"], 0.0, 0.5, 0),
+            // An LLM's outputs: one base call each, and a second where the tier was called.
+            output(Mode::Base, "a", &["x"], 0.5, 1.0, 1),
+            output(Mode::Base, "b", &["y"], 0.0, 0.5, 1),
+            output(Mode::Base, "c", &["z"], 1.0, 1.0, 1),
+            output(Mode::SelfRepair, "a", &["x"], 1.0, 1.0, 2),
+            output(Mode::SelfRepair, "c", &["z"], 0.0, 1.0, 2),
+            output(Mode::SelfRepair, "b", &["y"], 0.0, 0.5, 1),
         ];
         let row = convergence("m", "d", &ids, &trajectories, &outputs, 1);
         assert_eq!((row.n, row.passes), (3, 3));
@@ -527,6 +560,9 @@ mod tests {
         assert_eq!(row.fixed_points.not_reached, 1);
         assert_eq!(row.fixed_points.mean, Some(0.5));
         assert_eq!(row.fixed_points.max, Some(1));
+        // a: k0 1, one changing pass; c: k0 2 + d0 1, still changing after 3 passes.
+        assert_eq!(row.fixed_points.over_bound, 0);
+        assert_eq!(row.fixed_points.max_bound, 3);
         assert_eq!(row.p2_better, Some(1));
         assert!((row.per_pass[0].avr - 0.5).abs() < 1e-12);
         assert_eq!(row.per_pass[1].changed, 2);
@@ -542,6 +578,35 @@ mod tests {
         );
         assert_eq!(row.interference[0].mode, Mode::Base);
         assert!((row.interference[0].rate - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn t2_counts_the_examples_that_change_past_k0_plus_d0() {
+        let ids: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let trajectories = vec![
+            // a: no boundary node, no duplicate, yet two passes change it: over.
+            vec![
+                point(0.0, 0, 0.5, 0.0, false),
+                point(0.0, 0, 1.0, 0.0, true),
+                point(0.0, 0, 1.0, 0.0, true),
+            ],
+            // b: k0 1 and one changing pass: within.
+            vec![
+                point(1.0, 1, 1.0, 0.0, false),
+                point(0.0, 0, 1.0, 0.0, true),
+                point(0.0, 0, 1.0, 0.0, false),
+            ],
+            // c: k0 0 + d0 1 (RR 0.5) and two changing passes: over.
+            vec![
+                point(0.0, 0, 1.0, 0.5, false),
+                point(0.0, 0, 1.0, 0.0, true),
+                point(0.0, 0, 1.0, 0.0, true),
+            ],
+        ];
+        let row = convergence("m", "d", &ids, &trajectories, &[], 1);
+        assert_eq!(row.fixed_points.over_bound, 2);
+        assert_eq!(row.fixed_points.max_bound, 1);
+        assert_eq!(row.fixed_points.not_reached, 2);
     }
 
     #[test]

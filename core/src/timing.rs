@@ -1,6 +1,8 @@
 //! The paper's timing table: per model and mode, the seconds an example takes through the
 //! mode's pipeline (mean, standard deviation, median) and examples per minute, from the
-//! `stage_seconds` rows a run's jobs write beside their results.
+//! `stage_seconds` rows a run's jobs write beside their results; and the LLM calls an
+//! example took in each mode ([`with_llm_calls`]), the rate PAPER.md asks to report so
+//! that `self_repair`'s trigger can be checked against its time.
 //!
 //! Which stages a mode's pipeline counts (metrics and storing the results never count:
 //! they are the evaluation, not the method):
@@ -16,6 +18,7 @@
 //! if it had made the call. Parsing and embedding run for a whole shard at once; each
 //! example is given an even share.
 
+use crate::audit::StoredOutput;
 use crate::domain::{Mode, Stage};
 use std::collections::BTreeMap;
 
@@ -53,6 +56,32 @@ pub struct TimingRow {
     pub p50: f64,
     /// Examples per minute at the mean: 60 / mean.
     pub per_minute: f64,
+    /// Mean LLM calls per example (the base decomposition's call included, so an LLM's
+    /// `base` is 1 and its `self_repair` 1 plus the share of examples the LLM tier was
+    /// called on); `None` until [`with_llm_calls`] fills it from the stored outputs.
+    pub llm_calls: Option<f64>,
+}
+
+/// `table` with each line's mean LLM calls per example, over the stored `outputs` of its
+/// model and mode (`verify` has the calls of `base`, whose jobs it is timed from).
+pub fn with_llm_calls(mut table: Vec<TimingRow>, outputs: &[StoredOutput]) -> Vec<TimingRow> {
+    let mut calls: BTreeMap<(&str, Mode), (u64, u64)> = BTreeMap::new();
+    for o in outputs {
+        let (sum, n) = calls.entry((&o.model, o.mode)).or_default();
+        *sum += u64::from(o.llm_calls);
+        *n += 1;
+    }
+    for row in &mut table {
+        let mode = if row.mode == Mode::Verify {
+            Mode::Base
+        } else {
+            row.mode
+        };
+        row.llm_calls = calls
+            .get(&(row.model.as_str(), mode))
+            .map(|&(sum, n)| sum as f64 / n as f64);
+    }
+    table
 }
 
 /// Whether `stage` counts towards `mode`'s pipeline time.
@@ -112,6 +141,7 @@ pub fn table(rows: &[StageRow]) -> Vec<TimingRow> {
                 } else {
                     f64::INFINITY
                 },
+                llm_calls: None,
             }
         })
         .collect()
@@ -170,5 +200,48 @@ mod tests {
         let t = table(&rows);
         assert_eq!(t[0].p50, 2.5);
         assert_eq!(t[0].examples, 4);
+    }
+
+    #[test]
+    fn each_line_gets_its_mean_llm_calls_and_verify_has_base_s() {
+        let rows: Vec<StageRow> = [Mode::Base, Mode::SelfRepair, Mode::Repair]
+            .into_iter()
+            .flat_map(|m| ["a", "b"].map(|e| row(m, e, Stage::Decompose, 1.0)))
+            .collect();
+        let output = |mode, calls| StoredOutput {
+            model: "m".into(),
+            dataset: "d".into(),
+            mode,
+            example_id: "a".into(),
+            text: String::new(),
+            references: Vec::new(),
+            claims: Vec::new(),
+            llm_calls: calls,
+            avr: None,
+            epr: None,
+            rr: None,
+            n_viol: None,
+            verify_ok: None,
+            later_cos: None,
+            semantic_f1: None,
+        };
+        // One of the two self_repair examples called the LLM tier.
+        let outputs = [
+            output(Mode::Base, 1),
+            output(Mode::Base, 1),
+            output(Mode::SelfRepair, 2),
+            output(Mode::SelfRepair, 1),
+        ];
+        let t = with_llm_calls(table(&rows), &outputs);
+        let calls: Vec<(Mode, Option<f64>)> = t.iter().map(|r| (r.mode, r.llm_calls)).collect();
+        assert_eq!(
+            calls,
+            [
+                (Mode::Base, Some(1.0)),
+                (Mode::Verify, Some(1.0)),
+                (Mode::Repair, None),
+                (Mode::SelfRepair, Some(1.5)),
+            ]
+        );
     }
 }

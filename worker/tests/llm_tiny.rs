@@ -255,3 +255,40 @@ fn gemma3_sliding_window_is_the_same_in_prefill_and_decode() {
         assert!(d < 1e-4, "{path}: the two paths differ by {d}");
     }
 }
+
+/// The ChatML turns and the thinking switch of Qwen3's chat template (the shape of its
+/// generation prompt; the tiny models carry no real Qwen3 template): thinking is off
+/// only when the renderer passes `enable_thinking = false`.
+const QWEN3_THINKING_SWITCH: &str = "{%- for m in messages %}\
+    {{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}\
+    {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}\
+    {%- if enable_thinking is defined and enable_thinking is false %}\
+    {{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+
+/// PAPER.md "Decided here": Qwen3 runs with thinking off. The local backend renders the
+/// model's template with `enable_thinking = false`, so the prompt closes an empty think
+/// block before the answer.
+#[test]
+fn a_qwen3_template_is_rendered_with_thinking_off() {
+    let dir = tempfile::tempdir().unwrap();
+    write_model(dir.path(), Arch::Qwen3);
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        serde_json::json!({
+            "chat_template": QWEN3_THINKING_SWITCH,
+            "eos_token": "<|im_end|>",
+            "add_bos_token": false
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let model = LocalModel::load(&settings(dir.path(), "f32", 4)).unwrap();
+    let text = model
+        .prompt_text(&[ChatMessage::system("Split."), ChatMessage::user("A and B.")])
+        .unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>system\nSplit.<|im_end|>\n<|im_start|>user\nA and B.<|im_end|>\n\
+         <|im_start|>assistant\n<think>\n\n</think>\n\n"
+    );
+}

@@ -49,6 +49,10 @@ fn scorer(keep_if_not_worse: bool) -> Option<Scorer> {
 }
 
 fn decomposer(server: &LlmServer) -> LlmDecomposer {
+    decomposer_with(server, PromptKind::Credence)
+}
+
+fn decomposer_with(server: &LlmServer, prompt: PromptKind) -> LlmDecomposer {
     let backend = OpenAiBackend::new(&OpenAiSettings {
         base_url: server.base_url(),
         api_model: "test-model".into(),
@@ -65,7 +69,7 @@ fn decomposer(server: &LlmServer) -> LlmDecomposer {
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
     })
     .unwrap();
-    LlmDecomposer::new(Arc::new(backend), PromptKind::Credence, 256)
+    LlmDecomposer::new(Arc::new(backend), prompt, 256)
 }
 
 fn example(id: &str, text: &str, references: &[&str]) -> Example {
@@ -376,4 +380,104 @@ async fn all_calls_the_llm_once_when_the_rules_do_not_suffice() {
         user.contains("is not atomic (an adverbial clause at"),
         "{user}"
     );
+}
+
+/// PAPER.md "Decided here" (added 2026-11-26): the FActScore-prompt model is a baseline.
+/// Its `repair` and `all` run the rule tier and its `self_repair` keeps the base; its
+/// model is never asked to self-repair under CREDENCE's prompt.
+#[tokio::test]
+async fn a_factscore_model_gets_no_llm_tier_in_any_mode() {
+    let Some(scorer) = scorer(false) else { return };
+    let server = LlmServer::start(Duration::ZERO, |_, _| Reply::Answer("- X.".into())).await;
+    let llm = decomposer_with(&server, PromptKind::Factscore);
+    assert!(llm.llm().is_none());
+    let examples = [example(
+        "split",
+        "The bridge collapsed and the road was blocked.",
+        &["The bridge collapsed.", "The road was blocked."],
+    )];
+    let base = [claims(&["The bridge collapsed and the road was blocked."])];
+    let mut versions = Vec::new();
+    for mode in [Mode::Base, Mode::Repair, Mode::SelfRepair, Mode::All] {
+        let out = run(&scorer, Some(&llm), mode, &examples, &base).await;
+        assert_eq!(out.tier_calls, [0], "{mode:?}");
+        versions.push(out.pipeline_version.clone());
+        match mode {
+            Mode::Base | Mode::SelfRepair => assert_eq!(out.claims[0], base[0], "{mode:?}"),
+            _ => assert_eq!(
+                out.claims[0],
+                claims(&["The bridge collapsed.", "The road was blocked."]),
+                "{mode:?}"
+            ),
+        }
+    }
+    assert_eq!(versions, ["base", "rule-1", "none", "gate+rule-1"]);
+    assert_eq!(server.requests(), 0, "no LLM tier call in any mode");
+}
+
+/// A base that passes every check but has an unresolved pronoun is flagged: `all` opens
+/// its gate (and the rule tier resolves the pronoun, so the LLM is not called) and
+/// `self_repair` calls the LLM tier.
+#[tokio::test]
+async fn a_passing_but_flagged_base_opens_the_gate_and_triggers_self_repair() {
+    let Some(scorer) = scorer(false) else { return };
+    let server = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Answer(
+            "Albert Einstein published the theory of special relativity in 1905.\n\
+             Albert Einstein received the Nobel Prize in Physics in 1921."
+                .into(),
+        )
+    })
+    .await;
+    let llm = decomposer(&server);
+    let examples = [example("einstein", EINSTEIN, &[])];
+    let base = [claims(&[
+        "Albert Einstein published the theory of special relativity in 1905.",
+        "He received the Nobel Prize in Physics in 1921.",
+    ])];
+    let out = run(&scorer, Some(&llm), Mode::Base, &examples, &base).await;
+    let report = &out.scored.examples[0].report;
+    assert_eq!(report.verify_ok, Some(true), "the base passes every check");
+    assert_eq!(report.self_containment.len(), 1, "and is flagged");
+
+    let out = run(&scorer, Some(&llm), Mode::All, &examples, &base).await;
+    let t = out.traces[0].as_ref().unwrap();
+    assert_eq!(t.gate, Some(Gate::Opened));
+    assert_eq!(t.early_exit, Some(true), "{t:?}");
+    assert_eq!(
+        out.claims[0][1],
+        "Albert Einstein received the Nobel Prize in Physics in 1921."
+    );
+    assert_eq!(server.requests(), 0);
+
+    let out = run(&scorer, Some(&llm), Mode::SelfRepair, &examples, &base).await;
+    assert_eq!(out.tier_calls, [1]);
+    assert_eq!(server.requests(), 1);
+    assert_eq!(
+        out.traces[0].as_ref().unwrap().llm,
+        Some(SelfRepairOutcome::Replaced)
+    );
+}
+
+/// PAPER.md "Decided here" (added 2026-11-26): an empty claim list never passes, even
+/// for a source without entities (EPR 1, AVR 0, RR 0): `all`'s gate does not keep it
+/// and `self_repair` sends it to the LLM tier.
+#[tokio::test]
+async fn an_empty_base_is_not_kept_by_the_gate() {
+    let Some(scorer) = scorer(false) else { return };
+    let server = LlmServer::start(Duration::ZERO, |_, _| {
+        Reply::Answer("The bridge collapsed.".into())
+    })
+    .await;
+    let llm = decomposer(&server);
+    let examples = [example("empty", "The bridge collapsed.", &[])];
+    let base = [Vec::new()];
+    let out = run(&scorer, Some(&llm), Mode::All, &examples, &base).await;
+    let t = out.traces[0].as_ref().unwrap();
+    assert_eq!(t.gate, Some(Gate::Opened));
+    assert_eq!(t.early_exit, Some(false));
+    assert_eq!(out.claims[0], claims(&["The bridge collapsed."]));
+    let out = run(&scorer, Some(&llm), Mode::SelfRepair, &examples, &base).await;
+    assert_eq!(out.tier_calls, [1]);
+    assert_eq!(server.requests(), 2);
 }

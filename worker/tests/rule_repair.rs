@@ -116,6 +116,46 @@ fn because_under_a_reporting_verb_keeps_the_reporting_frame() {
     );
 }
 
+/// PAPER.md "Decided here" (added 2026-11-26): the boundaries nearest the root are tried
+/// left to right, then the next depth down. The temporal "when" clause (an `advcl` at the
+/// same depth as the `conj`, and to its left) is refused, so the split is at the `conj`.
+#[test]
+fn a_refused_boundary_gives_way_to_the_next_one() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("When the storm hit, the bridge collapsed and the road was blocked."),
+        Some((
+            SplitRule::ConservativeSplit,
+            parts(&[
+                "When the storm hit, the bridge collapsed.",
+                "The road was blocked."
+            ])
+        ))
+    );
+}
+
+/// PAPER.md "Decided here" (added 2026-11-26): the reporting frame copied into the
+/// `because` part is the nearest one that governs the clause ("the company announced"),
+/// not the outermost ("Officials said") alone.
+#[test]
+fn the_nearest_reporting_frame_governs_the_because_part() {
+    if nlp().is_none() {
+        return;
+    }
+    assert_eq!(
+        split("Officials said the company announced it closed because sales fell."),
+        Some((
+            SplitRule::ReportingBecause,
+            parts(&[
+                "Officials said the company announced it closed.",
+                "Officials said the company announced sales fell."
+            ])
+        ))
+    );
+}
+
 #[test]
 fn used_to_coordinations_split_with_the_frame() {
     if nlp().is_none() {
@@ -152,6 +192,10 @@ mod tier {
     use credence_infra::store::sqlite::SqliteStore;
     use credence_worker::pipeline::repair::{RepairAction, RuleRepair, RuleRepairConfig};
     use credence_worker::pipeline::scoring::{Scorer, ScoringInput};
+
+    /// FIDELITY.md's rolled-back example (WikiSplitBench-1000's wikisplit-test-2242),
+    /// which the sentence splitter keeps whole.
+    const EASTERN_PROVINCE: &str = "It is the third largest city in the Eastern Province, after Kenema and Koidu Town and lies just over 215 miles east of the nation's capital Freetown.";
 
     struct Setup {
         scorer: Scorer,
@@ -193,12 +237,21 @@ mod tier {
         source: &str,
         claims: &[&str],
     ) -> (Vec<String>, Vec<RepairAction>, (f64, f64, u32)) {
+        repair_with(&s.scorer, &s.store, source, claims).await
+    }
+
+    /// [`repair`] with `scorer` (with or without an encoder).
+    async fn repair_with(
+        scorer: &Scorer,
+        store: &SqliteStore,
+        source: &str,
+        claims: &[&str],
+    ) -> (Vec<String>, Vec<RepairAction>, (f64, f64, u32)) {
         let claims: Vec<String> = claims.iter().map(|c| c.to_string()).collect();
         let refs: Vec<String> = Vec::new();
-        let scored = s
-            .scorer
+        let scored = scorer
             .score(
-                &s.store,
+                store,
                 &[ScoringInput {
                     source,
                     claims: &claims,
@@ -208,23 +261,22 @@ mod tier {
             .await
             .unwrap();
         let report = &scored.examples[0].report;
-        let source_doc = s.scorer.nlp.analyze(source);
-        let docs = s.scorer.nlp.analyze_batch(&claims);
+        let source_doc = scorer.nlp.analyze(source);
+        let docs = scorer.nlp.analyze_batch(&claims);
         let out = RuleRepair::new(RuleRepairConfig::default())
             .repair(
-                &s.scorer.verifier,
+                &scorer.verifier,
                 &source_doc,
                 &claims,
                 &docs,
                 report,
-                &s.scorer.tools(&s.store),
+                &scorer.tools(store),
             )
             .await
             .unwrap();
-        let after = s
-            .scorer
+        let after = scorer
             .score(
-                &s.store,
+                store,
                 &[ScoringInput {
                     source,
                     claims: &out.claims,
@@ -395,6 +447,128 @@ mod tier {
                 before.1
             );
         }
+    }
+
+    /// The inject step of `actions` as (claim, entity, appended).
+    fn injected(actions: &[RepairAction]) -> Vec<(usize, String, String)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                RepairAction::Inject {
+                    claim,
+                    entity,
+                    appended,
+                    ..
+                } => Some((*claim, entity.clone(), appended.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// PAPER.md "Decided here" (added 2026-11-26): an entity is located in S by the span
+    /// the extractor found. Searched for again, "5%" would be found inside "15%" (the
+    /// first clause) and "5" inside "2025" (a prepositional object, so " In 5").
+    #[tokio::test]
+    async fn a_missing_entity_is_located_by_its_span_not_by_its_text() {
+        let Some(s) = setup().await else { return };
+        let (claims, actions, (epr, _, _)) = repair(
+            &s,
+            "Sales rose 15% in Ohio, and costs fell 5% in Texas.",
+            &["Sales rose 15% in Ohio.", "Costs fell in Texas."],
+        )
+        .await;
+        assert_eq!(
+            injected(&actions),
+            [(1, "5%".to_string(), ", 5%".to_string())],
+            "{claims:?}"
+        );
+        assert_eq!(claims[0], "Sales rose 15% in Ohio.");
+        assert_eq!(epr, 1.0);
+
+        let (claims, actions, (epr, _, _)) = repair(
+            &s,
+            "In 2025 the firm closed 5 plants.",
+            &["The firm closed plants in 2025."],
+        )
+        .await;
+        assert_eq!(
+            injected(&actions),
+            [(0, "5".to_string(), ", 5".to_string())],
+            "{claims:?}"
+        );
+        assert_eq!(epr, 1.0);
+    }
+
+    /// PAPER.md "Decided here" (added 2026-11-26): an injected preposition is written in
+    /// the claim's case ("in 1921" inside the claim, though S opens with "In 1921").
+    #[tokio::test]
+    async fn an_injected_preposition_takes_the_claims_case() {
+        let Some(s) = setup().await else { return };
+        let (claims, actions, (epr, _, _)) = repair(
+            &s,
+            "In 1921 Einstein received the Nobel Prize.",
+            &["Einstein received the Nobel Prize."],
+        )
+        .await;
+        assert_eq!(
+            injected(&actions),
+            [(0, "1921".to_string(), " in 1921".to_string())]
+        );
+        assert_eq!(claims, ["Einstein received the Nobel Prize in 1921."]);
+        assert_eq!(epr, 1.0);
+    }
+
+    /// Of two duplicates holding the same entities of S, the one less like S goes, even
+    /// when it is the earlier claim (the later claim is only the last tie-break).
+    #[tokio::test]
+    async fn a_duplicate_tie_drops_the_claim_less_like_the_source() {
+        let Some(s) = setup().await else { return };
+        let source = "The bridge collapsed on Monday.";
+        let claims = [
+            "On Monday, the bridge collapsed.",
+            "The bridge collapsed on Monday.",
+        ];
+        let (kept, actions, _) = repair(&s, source, &claims).await;
+        assert_eq!(kept, [claims[1]], "{actions:?}");
+        assert!(
+            matches!(
+                actions[..],
+                [RepairAction::Dedup {
+                    dropped: 0,
+                    kept: 1,
+                    ..
+                }]
+            ),
+            "{actions:?}"
+        );
+    }
+
+    /// PAPER.md "Decided here" (added 2026-11-26): the T1 guard runs without an encoder
+    /// too, on n_viol and EPR. FIDELITY.md's example: "It" is replaced by the wrong
+    /// antecedent ("the Eastern Province"), whose reparse has a new boundary, so the pass
+    /// is rolled back.
+    #[tokio::test]
+    async fn the_guard_rolls_back_a_worse_pass_without_an_encoder() {
+        let Some(nlp) = common::model_dir() else {
+            return;
+        };
+        let scorer = Scorer::load(
+            &NlpSpec { path: Some(nlp) },
+            None,
+            &VerifierSettings::default(),
+        )
+        .expect("the scorer loads");
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("cache.db"))
+            .await
+            .unwrap();
+        let claims = [EASTERN_PROVINCE];
+        let (kept, actions, _) = repair_with(&scorer, &store, EASTERN_PROVINCE, &claims).await;
+        assert_eq!(kept, claims, "{actions:?}");
+        assert!(
+            matches!(&actions[..], [RepairAction::RolledBack { pass: 1, reason }] if reason == "n_viol 0 -> 1"),
+            "{actions:?}"
+        );
     }
 
     /// One case of `tests/fixtures/repair_cases.jsonl`.

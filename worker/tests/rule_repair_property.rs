@@ -1,6 +1,5 @@
 //! Theorem T1 as a property over real claim lists (PAPER.md "Convergence"): one pass of
-//! the rule tier never raises n_viol, never raises the duplicate count and never lowers
-//! EPR. The claim lists are the two no-model decomposers' outputs on ClaimDecompBench-1000
+//! the rule tier never raises n_viol, never raises RR and never lowers EPR. The claim lists are the two no-model decomposers' outputs on ClaimDecompBench-1000
 //! (AG News) and WikiSplitBench-1000, built from `../shared/data`: 4,000 lists, verified
 //! and repaired with the real parser and all-MiniLM-L6-v2, through the SQLite embedding
 //! cache a sweep uses.
@@ -114,24 +113,26 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
         .enumerate()
     {
         let (rb, ra) = (&b.report, &a.report);
-        let dups = |r: &credence_worker::pipeline::verify::VerifierReport| {
-            r.repetition.as_ref().map_or(0, |x| x.dup_count)
+        let rr = |r: &credence_worker::pipeline::verify::VerifierReport| {
+            r.repetition.as_ref().map_or(0.0, |x| x.rr)
         };
         if after.claims[i] != lists[i] {
             changed += 1;
         }
-        if ra.n_viol > rb.n_viol || dups(ra) > dups(rb) || ra.entities.epr < rb.entities.epr - 1e-12
+        if ra.n_viol > rb.n_viol
+            || rr(ra) > rr(rb) + 1e-12
+            || ra.entities.epr < rb.entities.epr - 1e-12
         {
             broken.push(format!(
-                "{:?}\n  before {:?} (n_viol {}, dups {}, EPR {})\n  after  {:?} (n_viol {}, dups {}, EPR {})",
+                "{:?}\n  before {:?} (n_viol {}, RR {}, EPR {})\n  after  {:?} (n_viol {}, RR {}, EPR {})",
                 examples[i].text,
                 lists[i],
                 rb.n_viol,
-                dups(rb),
+                rr(rb),
                 rb.entities.epr,
                 after.claims[i],
                 ra.n_viol,
-                dups(ra),
+                rr(ra),
                 ra.entities.epr
             ));
         }

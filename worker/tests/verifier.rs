@@ -684,8 +684,9 @@ fn empty_claim_list() {
     assert_eq!((rep.dup_count, rep.rr), (0, 0.0));
     assert!(rep.max_later_cos.is_empty());
     assert_eq!(r.entities.epr, 1.0);
-    assert_eq!(r.verify_ok, Some(true));
-    // With an entity in S, the empty list loses it and fails.
+    // Never verified (PAPER.md "Decided here", 2026-11-26).
+    assert_eq!(r.verify_ok, Some(false));
+    // With an entity in S, the empty list loses it too.
     let r = run_with(VerifierConfig::default(), "It cost $5.", &[], Some(&empty)).unwrap();
     assert_eq!(r.verify_ok, Some(false));
 }
@@ -868,6 +869,48 @@ fn verify_ok_combinations() {
     .unwrap();
     assert_eq!(r.self_containment.len(), 1);
     assert_eq!(r.verify_ok, Some(true));
+}
+
+/// PAPER.md "Decided here" (added 2026-11-26): an empty claim list never passes. A
+/// source without entities gives it EPR 1, AVR 0 and RR 0, and yet it is not verified.
+#[test]
+fn an_empty_claim_list_is_never_verified() {
+    let empty = cosines(0, &[]);
+    let Some(r) = run_with(
+        VerifierConfig::default(),
+        "The bridge collapsed.",
+        &[],
+        Some(&empty),
+    ) else {
+        return;
+    };
+    assert!(r.entities.entities.is_empty());
+    assert_eq!((r.entities.epr, r.avr, r.n_viol), (1.0, 0.0, 0));
+    assert_eq!(r.repetition.as_ref().map(|x| x.rr), Some(0.0));
+    assert_eq!(r.verify_ok, Some(false));
+}
+
+/// Each entity of S carries the code-point span of its first occurrence, which the
+/// repairer locates it by: "5%" is the one after "costs fell", not the end of "15%".
+#[test]
+fn each_entity_carries_its_span_in_the_source() {
+    let s = "Café sales rose 15% in Ohio, and costs fell 5% in Texas in 2025.";
+    let Some(r) = run(s, &["Café sales rose 15% in Ohio."]) else {
+        return;
+    };
+    let at = |[start, end]: [usize; 2]| s.chars().skip(start).take(end - start).collect::<String>();
+    let spans: Vec<(String, String, [usize; 2])> = r
+        .entities
+        .entities
+        .iter()
+        .map(|e| (e.text.clone(), at(e.span), e.span))
+        .collect();
+    for (text, found, span) in &spans {
+        assert_eq!(text, found, "{span:?} in {spans:?}");
+    }
+    let five = spans.iter().find(|(t, _, _)| t == "5%").unwrap();
+    assert_eq!(five.2, [44, 46], "{spans:?}");
+    assert!(spans.iter().any(|(t, _, _)| t == "Texas"), "{spans:?}");
 }
 
 #[test]

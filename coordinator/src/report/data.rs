@@ -61,8 +61,9 @@ impl RunData {
     pub async fn load(store: &dyn Store, run: &str, options: &LoadOptions) -> anyhow::Result<Self> {
         let stats = store.run_statistics(run).await?;
         let spec = store.run_sweep(run).await?;
-        let timing = timing::table(&store.stage_seconds(run).await?);
         let outputs = store.run_outputs(run).await?;
+        let timing =
+            timing::with_llm_calls(timing::table(&store.stage_seconds(run).await?), &outputs);
         let compare = match &options.compare {
             None => None,
             Some(other) => Some(ComparedRun {
@@ -108,7 +109,10 @@ impl RunData {
 /// The timing table of a run (`credence report --timing`); an error when it has no stage
 /// timings.
 pub async fn timing_table(store: &dyn Store, run: &str) -> anyhow::Result<Vec<TimingRow>> {
-    let table = timing::table(&store.stage_seconds(run).await?);
+    let table = timing::with_llm_calls(
+        timing::table(&store.stage_seconds(run).await?),
+        &store.run_outputs(run).await?,
+    );
     if table.is_empty() {
         anyhow::bail!(
             "run {run:?} has no stage timings (its jobs ran before they were recorded, or none finished)"

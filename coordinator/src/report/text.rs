@@ -60,6 +60,10 @@ pub fn convergence(rows: &[ConvergenceRow]) -> String {
             r.fixed_points.mean.map_or("-".into(), |m| format!("{m:.2}")),
             r.fixed_points.max.map_or("-".into(), |m| m.to_string()),
         ));
+        out.push_str(&format!(
+            "  T2 bound k0 + d0 (base boundary nodes + duplicate pairs, at most {}): exceeded by {} of {}\n",
+            r.fixed_points.max_bound, r.fixed_points.over_bound, r.n
+        ));
         if let Some(p2) = r.p2_better {
             out.push_str(&format!("  P2 better: {p2}/{}\n", r.n));
         }
@@ -135,19 +139,20 @@ pub fn gating(rows: &[GatingRow]) -> String {
 /// The timing table as aligned text.
 pub fn timing(table: &[TimingRow]) -> String {
     let mut out = format!(
-        "{:<28} {:<12} {:>8} {:>10} {:>10} {:>10} {:>10}\n",
-        "model", "mode", "examples", "mean s", "std s", "p50 s", "ex/min"
+        "{:<28} {:<12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        "model", "mode", "examples", "mean s", "std s", "p50 s", "ex/min", "LLM calls"
     );
     for r in table {
         out.push_str(&format!(
-            "{:<28} {:<12} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.1}\n",
+            "{:<28} {:<12} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.1} {:>10}\n",
             r.model,
             r.mode.as_str(),
             r.examples,
             r.mean,
             r.std,
             r.p50,
-            r.per_minute
+            r.per_minute,
+            r.llm_calls.map_or("-".into(), |c| format!("{c:.3}")),
         ));
     }
     out
@@ -201,6 +206,7 @@ mod tests {
             std: 0.5,
             p50: mean,
             per_minute: 60.0 / mean,
+            llm_calls: (mode != Mode::Repair).then_some(1.25),
         };
         let text = timing(&[row(Mode::Base, 2.0), row(Mode::Repair, 3.0)]);
         let lines: Vec<Vec<&str>> = text
@@ -211,9 +217,10 @@ mod tests {
         assert_eq!(lines[0][0], "model");
         assert_eq!(
             lines[1],
-            ["smollm2", "base", "16", "2.0000", "0.5000", "2.0000", "30.0"]
+            ["smollm2", "base", "16", "2.0000", "0.5000", "2.0000", "30.0", "1.250"]
         );
         assert_eq!(lines[2][1], "repair");
         assert_eq!(lines[2][6], "20.0");
+        assert_eq!(lines[2][7], "-");
     }
 }

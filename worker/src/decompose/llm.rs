@@ -54,8 +54,12 @@ impl Decomposer for LlmDecomposer {
         self.once.generator().max_in_flight()
     }
 
+    /// The self-repair tier's model: only under the CREDENCE prompt. The FActScore-prompt
+    /// model is a baseline (PAPER.md "Decided here", added 2026-11-26): its prompt is not
+    /// CREDENCE's, so it gets no LLM tier, and its `repair` and `all` run the rule tier
+    /// alone while `self_repair` keeps the base.
     fn llm(&self) -> Option<LlmHandle<'_>> {
-        Some(LlmHandle {
+        (self.prompt == PromptKind::Credence).then_some(LlmHandle {
             once: &self.once,
             max_new_tokens: self.max_new_tokens,
         })

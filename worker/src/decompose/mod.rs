@@ -131,7 +131,8 @@ pub trait Decomposer: Send + Sync {
     }
 
     /// The LLM behind this decomposer, for the self-repair tier; `None` for the
-    /// baselines, which have no model to ask.
+    /// baselines: the rule baselines have no model to ask, and the FActScore-prompt model
+    /// runs base mode only (its other modes get the rule tier and no LLM tier).
     fn llm(&self) -> Option<LlmHandle<'_>> {
         None
     }

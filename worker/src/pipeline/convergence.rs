@@ -111,6 +111,7 @@ fn point(s: &super::scoring::Scored, changed: bool, rolled_back: bool) -> PassPo
         n_viol: s.report.n_viol,
         epr: s.report.entities.epr,
         rr: s.report.repetition.as_ref().map(|r| r.rr),
+        dup_pairs: s.report.repetition.as_ref().map(|r| r.pairs.len() as u32),
         semantic_f1: s.metrics.semantic_f1,
         changed,
         rolled_back,

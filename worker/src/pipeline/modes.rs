@@ -7,8 +7,9 @@
 //! - `all`: the gate (a base that passes and has no flag is kept unchanged), else the
 //!   rule tier; if its claims pass, stop (early exit); else the LLM tier on them.
 //!
-//! A decomposer without a model (the baselines) has no LLM tier: `self_repair` then keeps
-//! the base (`pipeline_version = 'none'`) and `all` is the gate and the rule tier. What
+//! A baseline has no LLM tier (the rule baselines have no model; the FActScore-prompt
+//! model's prompt is not CREDENCE's): `self_repair` then keeps the base
+//! (`pipeline_version = 'none'`) and `all` is the gate and the rule tier. What
 //! each example went through is recorded as a [`ModeTrace`] (the `repair` column).
 
 use super::repair::llm::{self as self_repair, SelfRepairError, SelfRepairOutcome};
@@ -143,11 +144,11 @@ pub mod versions {
 }
 
 /// Whether a report passes all three checks. Without an encoder (no repetition check)
-/// it is atomicity and entities alone.
+/// it is atomicity and entities alone. An empty claim list never passes.
 pub fn passes(report: &VerifierReport) -> bool {
     report
         .verify_ok
-        .unwrap_or(report.atomic() && report.entities.passes)
+        .unwrap_or(!report.atomicity.is_empty() && report.atomic() && report.entities.passes)
 }
 
 /// Whether a report flags an unresolved pronoun.

@@ -11,9 +11,18 @@ pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
         name: "timing",
         dataset: None,
         title,
-        columns: ["Model", "Mode", "n", "Mean s", "Std s", "P50 s", "Examples/min"]
-            .map(String::from)
-            .to_vec(),
+        columns: [
+            "Model",
+            "Mode",
+            "n",
+            "Mean s",
+            "Std s",
+            "P50 s",
+            "Examples/min",
+            "LLM calls/example",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: rows
             .iter()
             .map(|r| {
@@ -25,9 +34,10 @@ pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
                     Cell::number(r.std, 4),
                     Cell::number(r.p50, 4),
                     Cell::number(r.per_minute, 1),
+                    r.llm_calls.map_or(Cell::Missing, |c| Cell::number(c, 3)),
                 ]
             })
             .collect(),
-        note: Some("Seconds each example spent in its mode's stages (verify: base plus parse, embed and verify, from the base jobs), over every dataset.".into()),
+        note: Some("Seconds each example spent in its mode's stages (verify: base plus parse, embed and verify, from the base jobs), over every dataset. LLM calls/example: the decomposer's call and the repair tiers' calls, so an LLM's self_repair and all above 1 are the rate at which the LLM tier was called.".into()),
     })
 }

@@ -244,95 +244,52 @@ impl RuleRepair {
             let current = verifier.verify(source, &docs, None);
             let missing: Vec<_> = current.entities.missing().cloned().collect();
             if !missing.is_empty() && !claims.is_empty() {
-                let clauses: Vec<(String, String)> = missing
+                // Each entity is located in S by the span the extractor found, never by
+                // searching its text again ("5%" is not inside "15%").
+                let clauses: Vec<String> = missing
                     .iter()
-                    .filter_map(|e| entity_clause(source, &e.text).map(|c| (e.text.clone(), c)))
+                    .map(|e| entity_clause(source, e.span[0]))
                     .collect();
-                let mut texts: Vec<String> = clauses.iter().map(|(_, c)| c.clone()).collect();
+                let mut texts = clauses.clone();
                 texts.extend(claims.iter().cloned());
-                let Some(vectors) = tools.embed(&texts).await? else {
-                    break;
-                };
-                let (clause_v, claim_v) = vectors.split_at(clauses.len());
-                let cos = CosineMatrix::new(clause_v, claim_v);
-                for (k, (entity, _)) in clauses.iter().enumerate() {
-                    let best = (0..claims.len())
-                        .max_by(|&a, &b| {
-                            cos.get(k, a)
-                                .total_cmp(&cos.get(k, b))
-                                .then_with(|| b.cmp(&a))
-                        })
-                        .unwrap_or(0);
-                    let appended = injection(source, entity);
-                    claims[best] = append_before_final_punct(&claims[best], &appended);
-                    actions.push(RepairAction::Inject {
-                        pass,
-                        claim: best,
-                        entity: entity.clone(),
-                        appended,
-                    });
+                // Without an encoder there is no c*: the step is skipped.
+                if let Some(vectors) = tools.embed(&texts).await? {
+                    let (clause_v, claim_v) = vectors.split_at(clauses.len());
+                    let cos = CosineMatrix::new(clause_v, claim_v);
+                    for (k, entity) in missing.iter().enumerate() {
+                        let best = (0..claims.len())
+                            .max_by(|&a, &b| {
+                                cos.get(k, a)
+                                    .total_cmp(&cos.get(k, b))
+                                    .then_with(|| b.cmp(&a))
+                            })
+                            .unwrap_or(0);
+                        let appended = injection(source, &entity.text, entity.span);
+                        claims[best] = append_before_final_punct(&claims[best], &appended);
+                        actions.push(RepairAction::Inject {
+                            pass,
+                            claim: best,
+                            entity: entity.text.clone(),
+                            appended,
+                        });
+                    }
                 }
             }
-            // 4. Duplicates.
+            // 4. Duplicates (they need cosines: skipped without an encoder).
             let docs = parses.of(&claims).await?;
             let mut texts = claims.clone();
             texts.push(source.text.clone());
-            let Some(vectors) = tools.embed(&texts).await? else {
-                break;
-            };
-            let (claim_v, source_v) = vectors.split_at(claims.len());
-            let cos = CosineMatrix::new(claim_v, claim_v);
-            let to_source = CosineMatrix::new(claim_v, source_v);
-            let current = verifier.verify(source, &docs, Some(&cos));
-            let tau = verifier.config().tau_dup;
-            let coverage = |i: usize| {
-                current
-                    .entities
-                    .entities
-                    .iter()
-                    .filter(|e| e.held_by.contains(&i))
-                    .count()
-            };
-            let mut dropped = vec![false; claims.len()];
-            for i in 0..claims.len() {
-                for j in (i + 1)..claims.len() {
-                    if dropped[i] || dropped[j] || cos.get(i, j) < tau {
-                        continue;
-                    }
-                    let (ci, cj) = (coverage(i), coverage(j));
-                    let loser = if ci != cj {
-                        if ci < cj {
-                            i
-                        } else {
-                            j
-                        }
-                    } else if to_source.get(i, 0) < to_source.get(j, 0) {
-                        i
-                    } else {
-                        j
-                    };
-                    let sole_holder = current.entities.entities.iter().any(|e| {
-                        e.held_by.contains(&loser)
-                            && e.held_by.iter().all(|&h| h == loser || dropped[h])
-                    });
-                    if sole_holder {
-                        continue;
-                    }
-                    dropped[loser] = true;
-                    actions.push(RepairAction::Dedup {
-                        pass,
-                        dropped: loser,
-                        kept: if loser == i { j } else { i },
-                        cos: cos.get(i, j),
-                    });
-                }
+            if let Some(vectors) = tools.embed(&texts).await? {
+                claims = deduplicate(
+                    verifier,
+                    source,
+                    claims,
+                    &docs,
+                    &vectors,
+                    pass,
+                    &mut actions,
+                );
             }
-            claims = claims
-                .into_iter()
-                .zip(&dropped)
-                .filter(|(_, d)| !**d)
-                .map(|(c, _)| c)
-                .collect();
             if claims == before {
                 break;
             }
@@ -340,9 +297,10 @@ impl RuleRepair {
             let vectors = tools.embed(&claims).await?;
             let cos = vectors.as_ref().map(|v| CosineMatrix::new(v, v));
             let repaired = verifier.verify(source, &docs, cos.as_ref());
-            // Theorem T1 by construction: a pass that leaves more boundary nodes, more
-            // duplicates or fewer entities than it was given (a pronoun replaced by the
-            // wrong antecedent, a split whose parts repeat each other) is undone.
+            // Theorem T1 by construction, with or without an encoder: a pass that leaves
+            // more boundary nodes, a higher RR or a lower EPR than it was given (a
+            // pronoun replaced by the wrong antecedent, a split whose parts repeat each
+            // other) is undone.
             if let Some(reason) = worsened(&report, &repaired) {
                 actions.truncate(actions_before);
                 actions.push(RepairAction::RolledBack { pass, reason });
@@ -359,14 +317,81 @@ impl RuleRepair {
     }
 }
 
-/// Why a pass made the claims worse on a quantity of Theorem T1, if it did.
+/// Sub-step 4 on `claims` (with their parses and, after them, S's embedding in
+/// `vectors`): of a pair at cos >= tau_dup drop the claim holding fewer entities of S
+/// (ties: the lower cosine to S, then the later claim), unless it alone holds one.
+fn deduplicate(
+    verifier: &Verifier,
+    source: &Doc,
+    claims: Vec<Claim>,
+    docs: &[Doc],
+    vectors: &[Vec<f32>],
+    pass: u32,
+    actions: &mut Vec<RepairAction>,
+) -> Vec<Claim> {
+    let (claim_v, source_v) = vectors.split_at(claims.len());
+    let cos = CosineMatrix::new(claim_v, claim_v);
+    let to_source = CosineMatrix::new(claim_v, source_v);
+    let current = verifier.verify(source, docs, Some(&cos));
+    let tau = verifier.config().tau_dup;
+    let coverage = |i: usize| {
+        current
+            .entities
+            .entities
+            .iter()
+            .filter(|e| e.held_by.contains(&i))
+            .count()
+    };
+    let mut dropped = vec![false; claims.len()];
+    for i in 0..claims.len() {
+        for j in (i + 1)..claims.len() {
+            if dropped[i] || dropped[j] || cos.get(i, j) < tau {
+                continue;
+            }
+            let (ci, cj) = (coverage(i), coverage(j));
+            let loser = if ci != cj {
+                if ci < cj {
+                    i
+                } else {
+                    j
+                }
+            } else if to_source.get(i, 0) < to_source.get(j, 0) {
+                i
+            } else {
+                j
+            };
+            let sole_holder = current.entities.entities.iter().any(|e| {
+                e.held_by.contains(&loser) && e.held_by.iter().all(|&h| h == loser || dropped[h])
+            });
+            if sole_holder {
+                continue;
+            }
+            dropped[loser] = true;
+            actions.push(RepairAction::Dedup {
+                pass,
+                dropped: loser,
+                kept: if loser == i { j } else { i },
+                cos: cos.get(i, j),
+            });
+        }
+    }
+    claims
+        .into_iter()
+        .zip(&dropped)
+        .filter(|(_, d)| !**d)
+        .map(|(c, _)| c)
+        .collect()
+}
+
+/// Why a pass made the claims worse on a quantity of Theorem T1 (n_viol, RR, EPR), if
+/// it did. Without an encoder there is no RR: n_viol and EPR alone.
 fn worsened(before: &VerifierReport, after: &VerifierReport) -> Option<String> {
     if after.n_viol > before.n_viol {
         return Some(format!("n_viol {} -> {}", before.n_viol, after.n_viol));
     }
     if let (Some(b), Some(a)) = (&before.repetition, &after.repetition) {
-        if a.dup_count > b.dup_count {
-            return Some(format!("dup_count {} -> {}", b.dup_count, a.dup_count));
+        if a.rr > b.rr + 1e-12 {
+            return Some(format!("RR {:.3} -> {:.3}", b.rr, a.rr));
         }
     }
     if after.entities.epr < before.entities.epr - 1e-12 {
@@ -397,10 +422,8 @@ fn replace_token(doc: &Doc, i: usize, antecedent: &str) -> Option<String> {
     tidy(&format!("{before}{replacement}{after}"))
 }
 
-/// The token of S where `entity` (as written in S) starts.
-fn entity_token(source: &Doc, entity: &str) -> Option<usize> {
-    let byte = source.text.find(entity)?;
-    let start = source.text[..byte].chars().count();
+/// The token of S holding the character (code point) `start`.
+fn entity_token(source: &Doc, start: usize) -> Option<usize> {
     source
         .tokens
         .iter()
@@ -408,11 +431,11 @@ fn entity_token(source: &Doc, entity: &str) -> Option<usize> {
         .map(|t| t.i)
 }
 
-/// The text of the smallest `conj`, `advcl` or `relcl` subtree of S covering the entity,
-/// else S itself.
-fn entity_clause(source: &Doc, entity: &str) -> Option<String> {
-    let Some(mut t) = entity_token(source, entity) else {
-        return Some(source.text.clone());
+/// The text of the smallest `conj`, `advcl` or `relcl` subtree of S covering the entity
+/// that starts at character `start`, else S itself.
+fn entity_clause(source: &Doc, start: usize) -> String {
+    let Some(mut t) = entity_token(source, start) else {
+        return source.text.clone();
     };
     for _ in 0..=source.tokens.len() {
         let tok = &source.tokens[t];
@@ -425,22 +448,24 @@ fn entity_clause(source: &Doc, entity: &str) -> Option<String> {
                     s.push(' ');
                 }
             }
-            return Some(s);
+            return s;
         }
         if tok.head == t {
             break;
         }
         t = tok.head;
     }
-    Some(source.text.clone())
+    source.text.clone()
 }
 
-/// What to append for an entity: its governing preposition and the entity when it is a
-/// prepositional object in S ("in 1921"), else ", " and the entity.
-fn injection(source: &Doc, entity: &str) -> String {
-    if let Some(t) = entity_token(source, entity) {
+/// What to append for an entity (`text` at characters `span` of S): its governing
+/// preposition and the entity when it is a prepositional object in S ("in 1921"), else
+/// ", " and the entity. The preposition is written in the claim's case: it lands inside
+/// the claim, so S's sentence-initial "In" becomes "in".
+fn injection(source: &Doc, entity: &str, span: [usize; 2]) -> String {
+    if let Some(t) = entity_token(source, span[0]) {
         // The entity's head word is the token of its span that attaches outside it.
-        let end_char = source.tokens[t].idx + entity.chars().count();
+        let end_char = span[1];
         let mut head = t;
         for _ in 0..=source.tokens.len() {
             let h = source.tokens[head].head;
@@ -455,7 +480,7 @@ fn injection(source: &Doc, entity: &str) -> String {
         let tok = &source.tokens[head];
         let gov = &source.tokens[tok.head];
         if tok.dep == "pobj" && gov.dep == "prep" {
-            return format!(" {} {entity}", gov.text);
+            return format!(" {} {entity}", gov.text.to_lowercase());
         }
     }
     format!(", {entity}")
@@ -472,6 +497,48 @@ fn append_before_final_punct(claim: &str, appended: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::verify::test_doc::doc;
+
+    /// The verifier's report on `n` one-word claims (no boundary, no entity) whose
+    /// duplicates are the claims sharing a group in `groups` (claim i in group
+    /// `groups[i]`).
+    fn report_with_duplicates(groups: &[usize]) -> VerifierReport {
+        let source = doc(&[("Rain", "ROOT", 0)]);
+        let claims: Vec<Doc> = groups.iter().map(|_| doc(&[("Rain", "ROOT", 0)])).collect();
+        let dim = groups.iter().max().map_or(0, |g| g + 1);
+        let vectors: Vec<Vec<f32>> = groups
+            .iter()
+            .map(|&g| (0..dim).map(|d| if d == g { 1.0 } else { 0.0 }).collect())
+            .collect();
+        let cos = CosineMatrix::new(&vectors, &vectors);
+        Verifier::default().verify(&source, &claims, Some(&cos))
+    }
+
+    /// PAPER.md "Decided here" (added 2026-11-26): the rollback compares RR, the rate
+    /// Theorem T1 is about, not dup_count.
+    #[test]
+    fn the_guard_compares_rr_not_the_duplicate_count() {
+        // Two duplicates (RR 1/2) split into four claims in two duplicate pairs: the
+        // count rises (1 -> 2) but RR stays 1/2, so the pass stands.
+        let before = report_with_duplicates(&[0, 0]);
+        let after = report_with_duplicates(&[0, 0, 1, 1]);
+        assert_eq!(
+            (
+                before.repetition.as_ref().unwrap().dup_count,
+                after.repetition.as_ref().unwrap().dup_count
+            ),
+            (1, 2)
+        );
+        assert_eq!(worsened(&before, &after), None);
+        // One duplicate pair among four claims (RR 1/4) left as two duplicates (RR 1/2):
+        // the count stays 1 but RR rises, so the pass is undone.
+        let before = report_with_duplicates(&[0, 0, 1, 2]);
+        let after = report_with_duplicates(&[0, 0]);
+        assert_eq!(
+            worsened(&before, &after).as_deref(),
+            Some("RR 0.250 -> 0.500")
+        );
+    }
 
     #[test]
     fn appends_before_the_final_punctuation() {

@@ -8,9 +8,12 @@
 //!   leaves without its marker; at a `relcl_subj` whose subject is a relative pronoun the
 //!   relative clause leaves with the pronoun replaced by the head noun phrase. A clause
 //!   inside a frame (e.g. the complement of "He said") takes the frame with it.
+//! - The boundaries nearest the claim's root are tried left to right, then the next
+//!   depth down, until one splits.
 //! - `split_reporting_because`: "X said (that) A because B" gives "X said (that) A." and
 //!   "X said (that) B.": the reporting frame (a verb of Appendix B with its subject, and
-//!   the complementiser) is copied into the `because` part.
+//!   the complementiser) is copied into the `because` part. The frame is the nearest one
+//!   that governs the clause, with everything around it.
 //! - `split_used_to_and`: "X used to A and B" gives "X used to A." and "X used to B.".
 //!
 //! Every token of the claim ends up in one of the parts except the boundary's own
@@ -68,33 +71,27 @@ const SPLIT_MARKERS: [&str; 8] = [
 /// Relative pronouns that can stand for the head noun phrase as a subject.
 const RELATIVE_PRONOUNS: [&str; 3] = ["which", "who", "that"];
 
-/// Splits a claim at its topmost boundary (the one nearest the root; the leftmost among
-/// equals), or at a "used to ... and ..." coordination; `None` when no splitter applies
-/// safely.
+/// Splits a claim at its topmost boundary, or at a "used to ... and ..." coordination;
+/// `None` when no splitter applies safely. The boundaries nearest the root are tried
+/// left to right; when no split applies at any of them, the next depth down is tried
+/// (PAPER.md "Decided here", added 2026-11-26: "When the storm hit, the bridge collapsed
+/// and the road was blocked." refuses the temporal `advcl` and splits at the `conj`).
 pub fn split_claim(doc: &Doc, boundaries: &[Boundary], options: SplitOptions) -> Option<Split> {
-    let top = boundaries
-        .iter()
-        .min_by_key(|b| (depth(doc, b.token_i), b.token_i));
-    let split = match top {
-        Some(b) => match b.rule {
+    let mut ordered: Vec<&Boundary> = boundaries.iter().collect();
+    ordered.sort_by_key(|b| (depth(doc, b.token_i), b.token_i));
+    ordered
+        .into_iter()
+        .find_map(|b| match b.rule {
             AtomicityRule::CcSubj => split_conjunct(doc, b.token_i),
             AtomicityRule::Advcl => split_adverbial(doc, b.token_i, options),
             AtomicityRule::RelclSubj => split_relative(doc, b.token_i),
-        },
-        None => None,
-    };
-    split.or_else(|| split_used_to_and(doc))
+        })
+        .or_else(|| split_used_to_and(doc))
 }
 
 /// Hops from token `i` to the root.
 fn depth(doc: &Doc, i: usize) -> usize {
-    let mut d = 0;
-    let mut t = i;
-    while doc.tokens[t].head != t && d <= doc.tokens.len() {
-        t = doc.tokens[t].head;
-        d += 1;
-    }
-    d
+    ancestors(doc, i).count() - 1
 }
 
 /// The tokens of the subtree of `i` (contiguous: the parse is projective).
@@ -103,19 +100,18 @@ fn subtree(doc: &Doc, i: usize) -> std::ops::Range<usize> {
     lo..hi
 }
 
+/// `i` and the tokens above it, up to the root, nearest first.
+fn ancestors(doc: &Doc, i: usize) -> impl Iterator<Item = usize> + '_ {
+    std::iter::successors(Some(i), |&t| {
+        let h = doc.tokens[t].head;
+        (h != t).then_some(h)
+    })
+    .take(doc.tokens.len())
+}
+
 /// Whether `j` lies on the path from `i` up to the root (or is `i`).
 fn is_ancestor_or_self(doc: &Doc, j: usize, i: usize) -> bool {
-    let mut t = i;
-    for _ in 0..=doc.tokens.len() {
-        if t == j {
-            return true;
-        }
-        if doc.tokens[t].head == t {
-            return false;
-        }
-        t = doc.tokens[t].head;
-    }
-    false
+    ancestors(doc, i).any(|t| t == j)
 }
 
 fn has_subject(doc: &Doc, verb: usize) -> bool {
@@ -193,12 +189,11 @@ fn split_adverbial(doc: &Doc, a: usize, options: SplitOptions) -> Option<Split> 
     let left: Vec<usize> = (0..doc.tokens.len())
         .filter(|j| !clause.contains(j) && !dropped.contains(j) && !trailing.contains(j))
         .collect();
-    // The reporting frame: the nearest reporting verb above the clause's head.
-    let reporter = (0..doc.tokens.len()).find(|&r| {
-        REPORTING_VERBS.contains(&doc.tokens[r].lower.as_str())
-            && r != a
-            && is_ancestor_or_self(doc, r, head)
-    });
+    // The reporting frame: the nearest reporting verb on the path from the clause's head
+    // up to the root ("Officials said the company announced it closed because sales
+    // fell." copies "the company announced", inside "Officials said").
+    let reporter = ancestors(doc, head)
+        .find(|&r| r != a && REPORTING_VERBS.contains(&doc.tokens[r].lower.as_str()));
     let (rule, mut second) = match reporter {
         Some(r) if *first == "because" => {
             // The complement of the reporting verb that holds the clause, if any.

@@ -27,6 +27,10 @@ pub struct SourceEntity {
     pub label: String,
     /// The text of its first occurrence in S.
     pub text: String,
+    /// Where that occurrence is in S: `[start, end)` in code points. The repairer
+    /// locates the entity by it, never by searching S for its text again ("5%" is not
+    /// inside "15%").
+    pub span: [usize; 2],
     /// Whether some claim holds it.
     pub preserved: bool,
     /// Indices of the claims that hold it, ascending.
@@ -104,9 +108,11 @@ fn tier1(source: &Doc, claims: &[Doc]) -> Vec<SourceEntity> {
             .filter(|&i| claim_keys[i].contains(&key))
             .collect();
         seen.push(key);
+        let chars = |byte: usize| source.text[..byte].chars().count();
         out.push(SourceEntity {
             tier: 1,
             label: e.kind.as_str().to_string(),
+            span: [chars(e.span.start), chars(e.span.end)],
             text: e.text,
             preserved: !held_by.is_empty(),
             held_by,
@@ -135,6 +141,7 @@ fn tier2(source: &Doc, claims: &[Doc], ner_labels: &[String]) -> Vec<SourceEntit
             tier: 2,
             label: e.label.clone(),
             text: e.text.clone(),
+            span: [e.start_char, e.end_char],
             preserved: !held_by.is_empty(),
             held_by,
         });

@@ -6,7 +6,8 @@
 //!   dup_count, RR;
 //! - two diagnostics outside verify%: unresolved pronoun subjects with their antecedents
 //!   ([`self_containment`]) and modality consistency MC ([`modality`]);
-//! - `verify_ok` = AVR = 0 and EPR ≥ `min_epr` and dup_count = 0.
+//! - `verify_ok` = AVR = 0 and EPR ≥ `min_epr` and dup_count = 0, and never for an empty
+//!   claim list (PAPER.md "Decided here", added 2026-11-26).
 //!
 //! The verifier does no I/O and loads no model: it takes parsed docs and cosines. Its
 //! report serialises deterministically (lists, never maps, in documented orders).
@@ -31,7 +32,7 @@ pub mod redundancy;
 pub mod self_containment;
 mod table;
 #[cfg(test)]
-mod test_doc;
+pub(crate) mod test_doc;
 
 pub use atomicity::{
     atomicity_boundaries, AtomicityRecord, AtomicityRule, Boundary, ClaimAtomicity,
@@ -90,7 +91,8 @@ pub struct VerifierReport {
     pub self_containment: Vec<PronounFlag>,
     /// Modality consistency.
     pub modality: ModalityReport,
-    /// AVR = 0 and EPR ≥ `min_epr` and dup_count = 0; `None` without cosines.
+    /// AVR = 0 and EPR ≥ `min_epr` and dup_count = 0, false for an empty claim list;
+    /// `None` without cosines.
     pub verify_ok: Option<bool>,
 }
 
@@ -136,9 +138,11 @@ impl Verifier {
         let avr = atomicity::avr(&atomicity);
         let entities = entities::check(source, claims, &cfg.ner_labels, cfg.min_epr);
         let repetition = claim_cos.map(|cos| redundancy::check(claims.len(), cos, cfg.tau_dup));
+        // An empty list (a parse failure, an empty answer) never passes, whatever its
+        // vacuous figures (EPR 1 without entities, AVR 0, RR 0).
         let verify_ok = repetition
             .as_ref()
-            .map(|r| n_viol == 0 && entities.passes && r.dup_count == 0);
+            .map(|r| !claims.is_empty() && n_viol == 0 && entities.passes && r.dup_count == 0);
         VerifierReport {
             atomicity,
             n_viol: n_viol as u32,
