@@ -170,7 +170,7 @@ fn a_broker_restart_mid_sweep_loses_nothing() {
     let Some(mut c) = Cluster::new("broker restart", true) else {
         return;
     };
-    let (expected, coordinator) = sweep_under_way(&mut c, "restart", 300);
+    let (expected, coordinator) = sweep_under_way(&mut c, "restart", 150);
     {
         let _stopped = BrokerStopped::stop();
         std::thread::sleep(Duration::from_secs(3));
@@ -195,7 +195,7 @@ fn a_database_outage_of_30_seconds_loses_nothing() {
     let Some(mut c) = Cluster::new("database outage", true) else {
         return;
     };
-    let (expected, coordinator) = sweep_under_way(&mut c, "outage", 250);
+    let (expected, coordinator) = sweep_under_way(&mut c, "outage", 125);
     {
         let _stopped = DatabaseStopped::stop();
         std::thread::sleep(Duration::from_secs(30));
