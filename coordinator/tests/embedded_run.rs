@@ -47,7 +47,7 @@ fn run_sweep(sweep: &Path, db: &Path, extra: &[&str]) -> Output {
 /// most of the test's time (about 7 s an example on a 2-core Zen 4), and the first 16
 /// examples already give every table of the report figures (both gate decisions, split
 /// claims, self-repair calls); the README's command runs all 42.
-const DEMO_EXAMPLES: usize = 16;
+const DEMO_EXAMPLES: usize = 8;
 
 /// examples/demo.toml, unchanged, beside the first [`DEMO_EXAMPLES`] lines of
 /// examples/sample.jsonl (the sweep names its dataset relative to itself).

@@ -76,11 +76,11 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
     let Some(mut c) = Cluster::new("worker kills", false) else {
         return;
     };
-    // 400 examples in shards of 2: 200 shards x 2 models x 4 modes = 1600 jobs.
-    let sweep = c.write_encoded_sweep("kills", 400, 2);
+    // 200 examples in shards of 2: 100 shards x 2 models x 4 modes = 800 jobs.
+    let sweep = c.write_encoded_sweep("kills", 200, 2);
     let expected = c.embedded_rows(&sweep);
     let coordinator = follow(&c, &sweep.display().to_string());
-    wait_planned(&c, "kills", 1600);
+    wait_planned(&c, "kills", 800);
     let mut live: Vec<usize> = (0..3).map(|_| c.spawn_worker(&[])).collect();
     // Kill until five kills have hit a worker mid-job (a job it had marked running and
     // not committed: afterwards the job is not `done` by that worker).
@@ -109,7 +109,7 @@ fn workers_killed_mid_job_lose_and_duplicate_nothing() {
         live.push(c.spawn_worker(&[]));
     }
     let total = c.sql_i64("SELECT count(*) FROM jobs");
-    assert_eq!(total, 1600);
+    assert_eq!(total, 800);
     // No check that the sweep was still unfinished here: each caught kill already hit a
     // job in flight (checked below by its second attempt), and on a quiet machine three
     // workers may finish the rest while the last replacement starts.
