@@ -3,24 +3,10 @@
 
 mod common;
 
-use common::{sql, stderr, stdout};
+use common::{my_turn, sql, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-
-/// The tests of this binary take turns. Each runs `credence` with its own thread pools
-/// (the demo's SmolLM2 engine spins on a barrier between its threads; the crash tests'
-/// parser and encoder keep rayon busy), and side by side on a 2-core CI machine they
-/// slowed each other down: the binary took 742 s in parallel against about 600 s for the
-/// same tests one after another (issue 32 has the contention itself).
-static TAKE_TURNS: Mutex<()> = Mutex::new(());
-
-fn my_turn() -> MutexGuard<'static, ()> {
-    TAKE_TURNS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 fn credence() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_credence"));

@@ -6,7 +6,7 @@
 mod common;
 
 use common::crafted::write_crafted_gguf;
-use common::{sql, stderr};
+use common::{my_turn, sql, stderr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -82,6 +82,7 @@ fn quiet_run(sweep: &Path, db: &Path, log: &str) -> Output {
 
 #[test]
 fn a_local_gguf_model_runs_an_embedded_sweep_in_all_four_modes() {
+    let _turn = my_turn();
     let Some(model) = smollm2() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sweep = write_sweep(dir.path(), &model);
@@ -122,6 +123,7 @@ fn a_local_gguf_model_runs_an_embedded_sweep_in_all_four_modes() {
 
 #[test]
 fn decompose_gives_the_same_completion_in_two_processes() {
+    let _turn = my_turn();
     let Some(model) = smollm2() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sweep = write_sweep(dir.path(), &model);
@@ -184,6 +186,7 @@ fn a_crafted_model_file_stops_an_embedded_run_with_one_line() {
 /// there.
 #[test]
 fn decompose_with_a_small_preset_stops_at_its_own_limit() {
+    let _turn = my_turn();
     if smollm2().is_none() {
         return;
     }

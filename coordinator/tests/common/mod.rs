@@ -1,5 +1,5 @@
-//! Helpers shared by the embedded-engine CLI tests: SQL against a results file, and a
-//! finished command's output as text.
+//! Helpers shared by the embedded-engine CLI tests: SQL against a results file, a
+//! finished command's output as text, and turns for the tests that run a model.
 
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
@@ -10,6 +10,22 @@ pub mod skip;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// The turn of a test that runs `credence` on a model: the tests of a binary that hold it
+/// run one after another. Each such process has its own thread pools, and the LLM
+/// engine's spins on a barrier between its threads (issue 32): side by side on a 2-core
+/// CI machine two of them slow each other down far past the sum of their times
+/// (embedded_run: 742 s in parallel against about 600 s in turn; local_llm: 28 to 57 s
+/// against 16 s).
+static TAKE_TURNS: Mutex<()> = Mutex::new(());
+
+/// Waits for this binary's turn (see [`TAKE_TURNS`]); the turn ends when the guard drops.
+pub fn my_turn() -> MutexGuard<'static, ()> {
+    TAKE_TURNS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Runs `query` against the SQLite file `db` with the `sqlite3` shell; trimmed output.
 pub fn sql(db: &Path, query: &str) -> String {
