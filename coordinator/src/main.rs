@@ -50,11 +50,25 @@ enum Command {
     /// The rule repair tier on one source and its claims: the steps it takes and the
     /// verifier's findings before and after.
     Repair(commands::repair::RepairArgs),
-    /// A run's statistics (means with 95% intervals, paired comparisons) as JSON.
+    /// A run's tables (means with 95% intervals, paired comparisons, baselines, ablations,
+    /// timing) as Markdown, LaTeX, CSV, JSON or an HTML page with plots.
     Report(commands::report::ReportArgs),
     /// Audits of a finished run: the rule tier's convergence over k passes (T1-T4, "P2
     /// better"), and the gating false negatives.
     Audit(commands::audit::AuditArgs),
+    /// A simulated GPU model server (OpenAI-compatible) for rehearsing a sweep without a
+    /// GPU: deterministic decompositions, a continuous-batching model of time, faults.
+    ///
+    /// It serves POST /v1/chat/completions, answers credence's prompts (CREDENCE,
+    /// FActScore, self-repair) with the conjunction oracle's claims, and takes the time a
+    /// GPU server would: a time to first token, then the answer's tokens (4 characters
+    /// each) at a speed per request that falls as more requests share the batch, up to
+    /// --batch-limit requests decoding at once; more wait in a queue. Faults (429, 503,
+    /// stalls, broken bodies) come at the given rates, drawn from --seed. A sweep names it
+    /// as a model with `preset = "openai"` and `base_url = "http://ADDR/v1"`. GET /stats
+    /// gives the counters as JSON; on SIGINT or SIGTERM they are printed to standard error
+    /// and the server exits.
+    SimulateServer(commands::simulate::SimulateServerArgs),
     /// Bootstrap checks: export an index matrix, time the bootstrap.
     #[command(hide = true)]
     Stats(commands::stats::StatsArgs),
@@ -80,6 +94,7 @@ fn main() -> std::process::ExitCode {
         Command::Repair(args) => commands::repair::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Audit(args) => commands::audit::run(args),
+        Command::SimulateServer(args) => commands::simulate::run(args),
         Command::Stats(args) => commands::stats::run(args),
     };
     match result {

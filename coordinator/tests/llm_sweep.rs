@@ -1,7 +1,8 @@
 //! Sweeps with an LLM decomposer behind a local OpenAI-compatible server (real HTTP):
 //! four workers of the distributed engine running all four modes at once make exactly
 //! one base generation per example, and a second run makes none; the embedded engine
-//! keeps many requests in flight against a slow server.
+//! keeps many requests in flight against a slow server; `credence simulate-server`
+//! serves a sweep.
 
 #[path = "distributed/support.rs"]
 mod support;
@@ -139,6 +140,23 @@ fn four_workers_in_four_modes_make_one_base_generation_per_example() {
     drop(server);
 }
 
+/// `credence run SWEEP --db DB --quiet`, which must succeed.
+fn run_embedded(sweep: &Path, db: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
+        .arg("run")
+        .arg(sweep)
+        .arg("--db")
+        .arg(db)
+        .arg("--quiet")
+        .output()
+        .expect("running credence run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn the_embedded_engine_keeps_many_requests_in_flight() {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -158,20 +176,8 @@ fn the_embedded_engine_keeps_many_requests_in_flight() {
     );
     let db = dir.path().join("fast.db");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_credence"))
-        .arg("run")
-        .arg(&sweep)
-        .arg("--db")
-        .arg(&db)
-        .arg("--quiet")
-        .output()
-        .expect("running credence run");
+    run_embedded(&sweep, &db);
     let seconds = started.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(server.requests(), n);
     println!(
         "embedded sweep, {n} examples, 200 ms per answer: {:.1} examples/s, peak {} requests in flight",
@@ -280,4 +286,113 @@ fn decompose_prints_the_completion_and_the_claims() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("GEMINI_API_KEY"), "{err}");
     drop(server);
+}
+
+/// Ends the simulated server process if a test fails before it stops it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `credence simulate-server` behind an embedded sweep in all four modes: its base
+/// decompositions are the conjunction oracle's (the baseline beside it in the sweep gives
+/// the same claims), the 503s it sends at its seeded rate are retried, each answered
+/// request is one stored generation, and on SIGINT it prints its counters and exits 0.
+#[test]
+fn the_simulated_server_serves_a_sweep_in_all_four_modes() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut server = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_credence"))
+            .args([
+                "simulate-server",
+                "--addr",
+                "127.0.0.1:0",
+                "--batch-limit",
+                "8",
+            ])
+            .args([
+                "--decode-tps",
+                "2000",
+                "--batch-tps",
+                "8000",
+                "--ttft-ms",
+                "5",
+            ])
+            .args(["--rate-503", "0.1", "--seed", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting the simulated server"),
+    );
+    let mut stderr = BufReader::new(server.0.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    stderr
+        .read_line(&mut first)
+        .expect("the server's first line");
+    let base_url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .trim_end_matches(':')
+        .to_string();
+    let n = 40;
+    let (dataset, _) = write_dataset(dir.path(), "rain", n);
+    let sweep = dir.path().join("sim.toml");
+    std::fs::write(
+        &sweep,
+        format!(
+            "[sweep]\nname = \"sim\"\nmodes = [\"base\", \"repair\", \"self_repair\", \"all\"]\n\
+             shard_size = 10\n\n[[models]]\nname = \"llm\"\npreset = \"openai\"\n\
+             base_url = \"{base_url}\"\napi_model = \"qwen3-8b\"\nmax_new_tokens = 256\n\n\
+             [[models]]\nname = \"oracle\"\nbackend = \"conjunction-oracle\"\n\n\
+             [[datasets]]\nid = \"rain\"\npath = \"{}\"\n",
+            dataset.display()
+        ),
+    )
+    .expect("sweep");
+    let db = dir.path().join("sim.db");
+    run_embedded(&sweep, &db);
+    let sql = |q: &str| {
+        let o = Command::new("sqlite3").arg(&db).arg(q).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{q}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(sql("select count(*) from predictions"), (8 * n).to_string());
+    let same = "select count(*) from predictions a join predictions b \
+                on a.example_id = b.example_id and a.mode = b.mode \
+                where a.mode = 'base' and a.model = 'llm' and b.model = 'oracle' \
+                and a.claims_json = b.claims_json";
+    assert_eq!(sql(same), n.to_string());
+    let generations: u64 = sql("select count(*) from generation_cache")
+        .parse()
+        .unwrap();
+
+    let status = Command::new("kill")
+        .args(["-INT", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(server.0.wait().unwrap().success(), "{rest}");
+    let counts: serde_json::Value = serde_json::from_str(rest.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {rest}"));
+    assert_eq!(counts["answered"].as_u64(), Some(generations), "{counts}");
+    assert!(generations >= n as u64, "{counts}");
+    let unavailable = counts["unavailable"].as_u64().unwrap();
+    assert!(unavailable > 0, "{counts}");
+    assert_eq!(
+        counts["requests"].as_u64(),
+        Some(generations + unavailable),
+        "{counts}"
+    );
 }

@@ -18,7 +18,6 @@
 //! if it had made the call. Parsing and embedding run for a whole shard at once; each
 //! example is given an even share.
 
-use crate::audit::StoredOutput;
 use crate::domain::{Mode, Stage};
 use std::collections::BTreeMap;
 
@@ -62,15 +61,14 @@ pub struct TimingRow {
     pub llm_calls: Option<f64>,
 }
 
-/// `table` with each line's mean LLM calls per example, over the stored `outputs` of its
-/// model and mode (`verify` has the calls of `base`, whose jobs it is timed from).
-pub fn with_llm_calls(mut table: Vec<TimingRow>, outputs: &[StoredOutput]) -> Vec<TimingRow> {
-    let mut calls: BTreeMap<(&str, Mode), (u64, u64)> = BTreeMap::new();
-    for o in outputs {
-        let (sum, n) = calls.entry((&o.model, o.mode)).or_default();
-        *sum += u64::from(o.llm_calls);
-        *n += 1;
-    }
+/// `table` with each line's mean LLM calls per example, from the `calls` of its model and
+/// mode over the run's stored outputs (`verify` has the calls of `base`, whose jobs it is
+/// timed from).
+pub fn with_llm_calls(mut table: Vec<TimingRow>, calls: &[LlmCalls]) -> Vec<TimingRow> {
+    let calls: BTreeMap<(&str, Mode), &LlmCalls> = calls
+        .iter()
+        .map(|c| ((c.model.as_str(), c.mode), c))
+        .collect();
     for row in &mut table {
         let mode = if row.mode == Mode::Verify {
             Mode::Base
@@ -79,9 +77,24 @@ pub fn with_llm_calls(mut table: Vec<TimingRow>, outputs: &[StoredOutput]) -> Ve
         };
         row.llm_calls = calls
             .get(&(row.model.as_str(), mode))
-            .map(|&(sum, n)| sum as f64 / n as f64);
+            .filter(|c| c.outputs > 0)
+            .map(|c| c.calls as f64 / c.outputs as f64);
     }
     table
+}
+
+/// The LLM calls of one model and mode over a run's stored outputs (every dataset): what
+/// the store sums for [`with_llm_calls`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmCalls {
+    /// Model name.
+    pub model: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Calls, summed over the outputs.
+    pub calls: u64,
+    /// Stored outputs.
+    pub outputs: u64,
 }
 
 /// Whether `stage` counts towards `mode`'s pipeline time.
@@ -208,30 +221,14 @@ mod tests {
             .into_iter()
             .flat_map(|m| ["a", "b"].map(|e| row(m, e, Stage::Decompose, 1.0)))
             .collect();
-        let output = |mode, calls| StoredOutput {
-            model: "m".into(),
-            dataset: "d".into(),
-            mode,
-            example_id: "a".into(),
-            text: String::new(),
-            references: Vec::new(),
-            claims: Vec::new(),
-            llm_calls: calls,
-            avr: None,
-            epr: None,
-            rr: None,
-            n_viol: None,
-            verify_ok: None,
-            later_cos: None,
-            semantic_f1: None,
-        };
         // One of the two self_repair examples called the LLM tier.
-        let outputs = [
-            output(Mode::Base, 1),
-            output(Mode::Base, 1),
-            output(Mode::SelfRepair, 2),
-            output(Mode::SelfRepair, 1),
-        ];
+        let calls = |mode, calls| LlmCalls {
+            model: "m".into(),
+            mode,
+            calls,
+            outputs: 2,
+        };
+        let outputs = [calls(Mode::Base, 2), calls(Mode::SelfRepair, 3)];
         let t = with_llm_calls(table(&rows), &outputs);
         let calls: Vec<(Mode, Option<f64>)> = t.iter().map(|r| (r.mode, r.llm_calls)).collect();
         assert_eq!(

@@ -63,7 +63,8 @@ contract!(
 fn results(job: &Job, examples: &[Example], f1: f64) -> Vec<ExampleResult> {
     examples
         .iter()
-        .map(|e| ExampleResult {
+        .enumerate()
+        .map(|(i, e)| ExampleResult {
             example_id: e.id.clone(),
             base_claims: vec![e.text.clone()],
             claims: vec![e.text.clone()],
@@ -72,7 +73,8 @@ fn results(job: &Job, examples: &[Example], f1: f64) -> Vec<ExampleResult> {
             } else {
                 "none".into()
             },
-            llm_calls: 0,
+            // Calls in `repair` only: 1 on the first example of each shard.
+            llm_calls: u32::from(job.mode == Mode::Repair && i % 2 == 0),
             verifier_json: None,
             repair_json: None,
             error: None,
@@ -158,6 +160,13 @@ async fn results_are_idempotent_and_aggregate_again_to_the_same_rows<DB: Engine>
     assert_eq!(outputs[1].claims, vec![ds.examples[1].text.clone()]);
     assert_eq!((outputs[1].avr, outputs[1].verify_ok), (None, None));
     assert_eq!(outputs[1].llm_calls, 0);
+    // The calls summed per model and mode, as the timing table reads them: repair's
+    // three shards call once each, over its 5 examples.
+    let calls = store.llm_calls("run").await.unwrap();
+    let sums: Vec<(Mode, u64, u64)> = calls.iter().map(|c| (c.mode, c.calls, c.outputs)).collect();
+    assert_eq!(sums, [(Mode::Base, 0, 5), (Mode::Repair, 3, 5)]);
+    let summed: u64 = outputs.iter().map(|o| u64::from(o.llm_calls)).sum();
+    assert_eq!(summed, 3);
     let config = ConfigRef::of(&jobs[0]);
     let first = credence_infra::aggregation::aggregate_config(store, &config)
         .await

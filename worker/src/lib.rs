@@ -2,7 +2,8 @@
 //! encoders ([`embed`]), the LLM generation seam ([`llm`]), the verifier over the
 //! spaCy port (`credence_nlp`) ([`pipeline`]), the job handler
 //! ([`handler`]), the consumer loop ([`job_loop`]) that both engines run, and the
-//! distributed engine's worker process ([`serve`]).
+//! distributed engine's worker process ([`serve`]); and a simulated model server for
+//! rehearsals without a GPU ([`simulate`]).
 
 pub mod decompose;
 pub mod embed;
@@ -12,3 +13,4 @@ pub mod job_loop;
 pub mod llm;
 pub mod pipeline;
 pub mod serve;
+pub mod simulate;

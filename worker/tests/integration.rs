@@ -23,6 +23,7 @@ mod llm_device;
 mod llm_limits;
 mod llm_local;
 mod llm_openai;
+mod llm_simulated;
 mod llm_tiny;
 mod model_file_limits;
 mod modes;

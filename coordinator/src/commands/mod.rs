@@ -15,6 +15,7 @@ pub mod repair;
 pub mod report;
 pub mod run;
 mod signals;
+pub mod simulate;
 pub mod stats;
 pub mod sweep;
 pub mod verify;

@@ -62,8 +62,10 @@ impl RunData {
         let stats = store.run_statistics(run).await?;
         let spec = store.run_sweep(run).await?;
         let outputs = store.run_outputs(run).await?;
-        let timing =
-            timing::with_llm_calls(timing::table(&store.stage_seconds(run).await?), &outputs);
+        let timing = timing::with_llm_calls(
+            timing::table(&store.stage_seconds(run).await?),
+            &store.llm_calls(run).await?,
+        );
         let compare = match &options.compare {
             None => None,
             Some(other) => Some(ComparedRun {
@@ -111,7 +113,7 @@ impl RunData {
 pub async fn timing_table(store: &dyn Store, run: &str) -> anyhow::Result<Vec<TimingRow>> {
     let table = timing::with_llm_calls(
         timing::table(&store.stage_seconds(run).await?),
-        &store.run_outputs(run).await?,
+        &store.llm_calls(run).await?,
     );
     if table.is_empty() {
         anyhow::bail!(

@@ -230,6 +230,13 @@ pub trait Store: Caches + Send + Sync {
         run_id: &str,
     ) -> Result<Vec<credence_core::timing::StageRow>, StoreError>;
 
+    /// The LLM calls of each model and mode of a run, summed over its stored outputs (the
+    /// timing table's calls per example), without reading the outputs themselves.
+    async fn llm_calls(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_core::timing::LlmCalls>, StoreError>;
+
     /// Every stored output of a run with its source and references, ordered by model,
     /// dataset, mode and dataset position (what `credence audit` reads).
     async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError>;

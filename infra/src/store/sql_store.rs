@@ -571,6 +571,39 @@ impl<DB: Engine> Store for SqlStore<DB> {
             .collect()
     }
 
+    async fn llm_calls(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_core::timing::LlmCalls>, StoreError> {
+        let rows: Vec<(String, String, i64, i64)> = self
+            .fetch_all(
+                "LLM calls",
+                Stmt::new(
+                    "SELECT model, mode, CAST(sum(llm_calls) AS BIGINT), count(*) FROM predictions
+                     WHERE run_id = $1 GROUP BY model, mode ORDER BY model, mode",
+                )
+                .bind(run_id),
+            )
+            .await?;
+        rows.into_iter()
+            .map(|(model, mode, calls, outputs)| {
+                let corrupt = |message: String| StoreError::Corrupt {
+                    what: "predictions.llm_calls",
+                    message,
+                };
+                Ok(credence_core::timing::LlmCalls {
+                    mode: mode
+                        .parse()
+                        .map_err(|e: credence_core::domain::UnknownMode| corrupt(e.to_string()))?,
+                    calls: u64::try_from(calls)
+                        .map_err(|_| corrupt(format!("{model}/{mode}: {calls} calls")))?,
+                    outputs: u64::try_from(outputs).unwrap_or(0),
+                    model,
+                })
+            })
+            .collect()
+    }
+
     async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError> {
         let rows = self
             .fetch_all(

@@ -208,6 +208,13 @@ impl Store for FlakyStore {
         self.inner.stage_seconds(run_id).await
     }
 
+    async fn llm_calls(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_core::timing::LlmCalls>, StoreError> {
+        self.inner.llm_calls(run_id).await
+    }
+
     async fn run_outputs(
         &self,
         run_id: &str,

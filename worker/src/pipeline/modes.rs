@@ -143,14 +143,6 @@ pub mod versions {
     pub const NONE: &str = "none";
 }
 
-/// Whether a report passes all three checks. Without an encoder (no repetition check)
-/// it is atomicity and entities alone. An empty claim list never passes.
-pub fn passes(report: &VerifierReport) -> bool {
-    report
-        .verify_ok
-        .unwrap_or(!report.atomicity.is_empty() && report.atomic() && report.entities.passes)
-}
-
 /// Whether a report flags an unresolved pronoun.
 pub fn flagged(report: &VerifierReport) -> bool {
     !report.self_containment.is_empty()
@@ -213,7 +205,7 @@ impl ModeRunner<'_> {
                     let failing: Vec<usize> = (0..n)
                         .filter(|&i| {
                             let r = &scored.examples[i].report;
-                            !passes(r) || flagged(r)
+                            !r.passes() || flagged(r)
                         })
                         .collect();
                     for &i in &failing {
@@ -236,7 +228,7 @@ impl ModeRunner<'_> {
                 let mut opened = Vec::new();
                 for (i, t) in traces.iter_mut().enumerate() {
                     let r = &scored.examples[i].report;
-                    let keep = passes(r) && !flagged(r);
+                    let keep = r.passes() && !flagged(r);
                     *t = Some(ModeTrace {
                         gate: Some(if keep { Gate::Kept } else { Gate::Opened }),
                         ..ModeTrace::default()
@@ -262,7 +254,7 @@ impl ModeRunner<'_> {
                     Some(llm) => {
                         let mut still_failing = Vec::new();
                         for &i in &opened {
-                            let exit = passes(&scored.examples[i].report);
+                            let exit = scored.examples[i].report.passes();
                             if let Some(t) = traces[i].as_mut() {
                                 t.early_exit = Some(exit);
                             }

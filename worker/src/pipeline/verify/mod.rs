@@ -101,6 +101,17 @@ impl VerifierReport {
     pub fn atomic(&self) -> bool {
         self.n_viol == 0
     }
+
+    /// Whether the claims pass the checks this report holds: atomic, entities preserved
+    /// and, where there were cosines, no duplicate pair (`verify_ok`); without an encoder,
+    /// atomicity and entities alone. An empty list (a parse failure, an empty answer)
+    /// never passes, whatever its vacuous figures (EPR 1 without entities, AVR 0, RR 0).
+    pub fn passes(&self) -> bool {
+        !self.atomicity.is_empty()
+            && self.atomic()
+            && self.entities.passes
+            && self.repetition.as_ref().is_none_or(|r| r.dup_count == 0)
+    }
 }
 
 /// The verifier V with its configuration.
@@ -138,12 +149,7 @@ impl Verifier {
         let avr = atomicity::avr(&atomicity);
         let entities = entities::check(source, claims, &cfg.ner_labels, cfg.min_epr);
         let repetition = claim_cos.map(|cos| redundancy::check(claims.len(), cos, cfg.tau_dup));
-        // An empty list (a parse failure, an empty answer) never passes, whatever its
-        // vacuous figures (EPR 1 without entities, AVR 0, RR 0).
-        let verify_ok = repetition
-            .as_ref()
-            .map(|r| !claims.is_empty() && n_viol == 0 && entities.passes && r.dup_count == 0);
-        VerifierReport {
+        let mut report = VerifierReport {
             atomicity,
             n_viol: n_viol as u32,
             avr,
@@ -151,7 +157,9 @@ impl Verifier {
             repetition,
             self_containment: self_containment::check(source, claims),
             modality: modality::check(source, claims),
-            verify_ok,
-        }
+            verify_ok: None,
+        };
+        report.verify_ok = report.repetition.is_some().then(|| report.passes());
+        report
     }
 }
