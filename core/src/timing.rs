@@ -53,8 +53,10 @@ pub struct TimingRow {
     pub std: f64,
     /// Median seconds per example (the mean of the middle two for an even count).
     pub p50: f64,
-    /// Examples per minute at the mean: 60 / mean.
-    pub per_minute: f64,
+    /// Examples per minute at the mean: 60 / mean; `None` when the mean is under
+    /// [`MIN_TIMED_SECONDS`] (a stage with next to no work, whose rate would be a
+    /// meaningless huge number).
+    pub per_minute: Option<f64>,
     /// Mean LLM calls per example (the base decomposition's call included, so an LLM's
     /// `base` is 1 and its `self_repair` 1 plus the share of examples the LLM tier was
     /// called on); `None` until [`with_llm_calls`] fills it from the stored outputs.
@@ -82,6 +84,11 @@ pub fn with_llm_calls(mut table: Vec<TimingRow>, calls: &[LlmCalls]) -> Vec<Timi
     }
     table
 }
+
+/// The shortest mean seconds per example given a rate: the tables print means to 0.1 ms,
+/// so a mean under 0.05 ms reads as 0 and its rate (millions of examples a minute) says
+/// nothing.
+pub const MIN_TIMED_SECONDS: f64 = 5e-5;
 
 /// The LLM calls of one model and mode over a run's stored outputs (every dataset): what
 /// the store sums for [`with_llm_calls`].
@@ -149,11 +156,7 @@ pub fn table(rows: &[StageRow]) -> Vec<TimingRow> {
                 mean,
                 std,
                 p50,
-                per_minute: if mean > 0.0 {
-                    60.0 / mean
-                } else {
-                    f64::INFINITY
-                },
+                per_minute: (mean >= MIN_TIMED_SECONDS).then(|| 60.0 / mean),
                 llm_calls: None,
             }
         })
@@ -197,7 +200,12 @@ mod tests {
         // base: 1, 2, 6 -> mean 3, median 2, std sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7).
         assert_eq!((t[0].examples, t[0].mean, t[0].p50), (3, 3.0, 2.0));
         assert!((t[0].std - 7f64.sqrt()).abs() < 1e-12);
-        assert_eq!(t[0].per_minute, 20.0);
+        assert_eq!(t[0].per_minute, Some(20.0));
+        // A stage with next to no work (issue 35: "Examples/min 1578033.8") has no rate.
+        let quick: Vec<StageRow> = ["a", "b"]
+            .map(|e| row(Mode::Repair, e, Stage::Decompose, 3.8e-5))
+            .into();
+        assert_eq!(table(&quick)[0].per_minute, None);
         // verify, from base's rows: 1.75 per unit; repair: 2.0 per unit.
         assert!((t[1].mean - 1.75 * 3.0).abs() < 1e-12);
         assert!((t[2].p50 - 4.0).abs() < 1e-12);

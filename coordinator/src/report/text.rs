@@ -144,14 +144,14 @@ pub fn timing(table: &[TimingRow]) -> String {
     );
     for r in table {
         out.push_str(&format!(
-            "{:<28} {:<12} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.1} {:>10}\n",
+            "{:<28} {:<12} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>10} {:>10}\n",
             r.model,
             r.mode.as_str(),
             r.examples,
             r.mean,
             r.std,
             r.p50,
-            r.per_minute,
+            r.per_minute.map_or("-".into(), |m| format!("{m:.1}")),
             r.llm_calls.map_or("-".into(), |c| format!("{c:.3}")),
         ));
     }
@@ -205,15 +205,19 @@ mod tests {
             mean,
             std: 0.5,
             p50: mean,
-            per_minute: 60.0 / mean,
+            per_minute: (mean > 0.0).then(|| 60.0 / mean),
             llm_calls: (mode != Mode::Repair).then_some(1.25),
         };
-        let text = timing(&[row(Mode::Base, 2.0), row(Mode::Repair, 3.0)]);
+        let text = timing(&[
+            row(Mode::Base, 2.0),
+            row(Mode::Repair, 3.0),
+            row(Mode::Verify, 0.0),
+        ]);
         let lines: Vec<Vec<&str>> = text
             .lines()
             .map(|l| l.split_whitespace().collect())
             .collect();
-        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines.len(), 4, "{text}");
         assert_eq!(lines[0][0], "model");
         assert_eq!(
             lines[1],
@@ -222,5 +226,7 @@ mod tests {
         assert_eq!(lines[2][1], "repair");
         assert_eq!(lines[2][6], "20.0");
         assert_eq!(lines[2][7], "-");
+        // A mode that took no time has no rate.
+        assert_eq!(lines[3][6], "-");
     }
 }

@@ -33,7 +33,7 @@ pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
                     Cell::number(r.mean, 4),
                     Cell::number(r.std, 4),
                     Cell::number(r.p50, 4),
-                    Cell::number(r.per_minute, 1),
+                    r.per_minute.map_or(Cell::Missing, |m| Cell::number(m, 1)),
                     r.llm_calls.map_or(Cell::Missing, |c| Cell::number(c, 3)),
                 ]
             })
