@@ -43,11 +43,14 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Draws one interval plot: a row per interval, top to bottom, a horizontal bar from
-/// `low` to `high` with a dot at the mean; with `zero`, a vertical line at 0.
-fn interval_plot(title: &str, axis: &str, rows: &[Interval], zero: bool) -> Result<String, String> {
-    let n = rows.len();
-    let height = 90 + 24 * n as u32;
+/// The narrowest span an interval plot's axis is given: when every value is (nearly)
+/// equal, as EPR at 1 or RR at 0 across a table, the axis is this wide around them
+/// rather than a few thousandths (ticks such as 0.9990, 1.0005 read as differences).
+const MIN_AXIS_SPAN: f64 = 0.05;
+
+/// The axis of an interval plot: every interval and mean (and 0 with `zero`), at least
+/// [`MIN_AXIS_SPAN`] wide, with 8% of the span as margin on each side.
+fn axis_range(rows: &[Interval], zero: bool) -> (f64, f64) {
     let mut lo = rows
         .iter()
         .map(|r| r.low.min(r.mean))
@@ -60,8 +63,20 @@ fn interval_plot(title: &str, axis: &str, rows: &[Interval], zero: bool) -> Resu
         lo = lo.min(0.0);
         hi = hi.max(0.0);
     }
-    let pad = ((hi - lo) * 0.08).max(1e-3);
-    let (lo, hi) = (lo - pad, hi + pad);
+    if hi - lo < MIN_AXIS_SPAN {
+        let middle = (lo + hi) / 2.0;
+        (lo, hi) = (middle - MIN_AXIS_SPAN / 2.0, middle + MIN_AXIS_SPAN / 2.0);
+    }
+    let pad = (hi - lo) * 0.08;
+    (lo - pad, hi + pad)
+}
+
+/// Draws one interval plot: a row per interval, top to bottom, a horizontal bar from
+/// `low` to `high` with a dot at the mean; with `zero`, a vertical line at 0.
+fn interval_plot(title: &str, axis: &str, rows: &[Interval], zero: bool) -> Result<String, String> {
+    let n = rows.len();
+    let height = 90 + 24 * n as u32;
+    let (lo, hi) = axis_range(rows, zero);
     let mut svg = String::new();
     {
         let err = |e: DrawingAreaErrorKind<_>| format!("drawing {title}: {e}");
@@ -248,4 +263,35 @@ pub fn html(
     }
     out.push_str("</body>\n</html>\n");
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interval(mean: f64, low: f64, high: f64) -> Interval {
+        Interval {
+            label: "m".into(),
+            mean,
+            low,
+            high,
+        }
+    }
+
+    #[test]
+    fn equal_values_get_a_readable_axis_and_spread_ones_their_own() {
+        // Issue 35: EPR at 1 everywhere drew an axis from 0.999 to 1.0008.
+        let (lo, hi) = axis_range(&[interval(1.0, 1.0, 1.0), interval(1.0, 1.0, 1.0)], false);
+        assert!(hi - lo >= MIN_AXIS_SPAN, "{lo}..{hi}");
+        assert!(((lo + hi) / 2.0 - 1.0).abs() < 1e-12 && lo < 1.0 && hi > 1.0);
+        // RR at 0 with the zero line.
+        let (lo, hi) = axis_range(&[interval(0.0, 0.0, 0.0)], true);
+        assert!(
+            lo <= -MIN_AXIS_SPAN / 2.0 && hi >= MIN_AXIS_SPAN / 2.0,
+            "{lo}..{hi}"
+        );
+        // A spread table keeps its own range, 8% margin each side.
+        let (lo, hi) = axis_range(&[interval(0.5, 0.2, 0.8)], false);
+        assert!((lo - (0.2 - 0.048)).abs() < 1e-12 && (hi - (0.8 + 0.048)).abs() < 1e-12);
+    }
 }
