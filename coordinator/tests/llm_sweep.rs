@@ -395,4 +395,73 @@ fn the_simulated_server_serves_a_sweep_in_all_four_modes() {
         Some(generations + unavailable),
         "{counts}"
     );
+
+    // The run as a pilot of itself: `sweep plan --estimate` counts the jobs the launch
+    // made and reads the run's answer lengths (the server's own count), self-repair calls
+    // per example and CPU seconds per scored example.
+    let plan = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_credence"))
+            .args(["sweep", "plan"])
+            .arg(&sweep)
+            .args(["--estimate", "--pilot", "sim", "--db"])
+            .arg(&db)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let unnamed = plan(&[]);
+    let said = String::from_utf8_lossy(&unnamed.stderr);
+    assert!(
+        !unnamed.status.success() && said.contains("llm") && said.contains("--server"),
+        "{said}"
+    );
+    let out = plan(&["--server", "llm=100:800:8", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let jobs = |model: &str| {
+        sql(&format!(
+            "select count(*) from jobs where model = '{model}'"
+        ))
+    };
+    assert_eq!(e["counts"]["models"][0]["jobs"].to_string(), jobs("llm"));
+    assert_eq!(e["counts"]["models"][1]["jobs"].to_string(), jobs("oracle"));
+    let g = &e["models"][0]["generation"];
+    let tokens = counts["completion_tokens"].as_f64().unwrap() / generations as f64;
+    assert_eq!(g["answer_tokens"]["source"], "pilot", "{e}");
+    assert!(
+        (g["answer_tokens"]["value"].as_f64().unwrap() - tokens).abs() < 1e-9,
+        "{e}"
+    );
+    let calls: f64 =
+        sql("select sum(llm_calls) from predictions where model = 'llm' and mode = 'all'")
+            .parse()
+            .unwrap();
+    let all = &g["repair_calls"]["all"];
+    assert_eq!(all["source"], "pilot");
+    assert!(
+        (all["value"].as_f64().unwrap() - (calls / n as f64 - 1.0)).abs() < 1e-9,
+        "{e}"
+    );
+    // Ten examples a shard on one shared server with a batch of eight.
+    assert_eq!(g["in_flight"], 8);
+    assert!(e["models"][1]["generation"].is_null());
+    for mode in ["base", "repair", "self_repair", "all"] {
+        let cpu = &e["cpu"]["seconds_per_example"][mode];
+        assert_eq!(cpu["source"], "pilot", "{e}");
+        assert!(cpu["value"].as_f64().unwrap() > 0.0, "{e}");
+    }
+    let text = plan(&["--server", "llm=100:800:8", "--workers", "2"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    for line in [
+        "credence.jobs.llm",
+        "credence.aggregate",
+        "pilot run sim",
+        "wall: ",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
 }

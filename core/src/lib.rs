@@ -4,10 +4,10 @@
 //! matches claims to references and to each other ([`matching`]: soft-F1, Jaccard,
 //! Semantic-F1's ablations, RR, difflib, the Hungarian assignment), the bootstrap
 //! statistics ([`stats`]) and what an aggregation computes with them ([`aggregation`]),
-//! the audits' and the timing table's arithmetic ([`audit`], [`timing`]), text rules
-//! that need no model (tier-1 entities in [`entities`], sentence boundaries in
-//! [`sentences`], the paper's word lists in [`lexicon`]) and the benchmark builders
-//! ([`builders`]). No database, queue, network or async runtime: those are
+//! the audits' and the timing table's arithmetic ([`audit`], [`timing`]), a sweep's job
+//! counts and time estimate ([`estimate`]), text rules that need no model (tier-1
+//! entities in [`entities`], sentence boundaries in [`sentences`], the paper's word lists
+//! in [`lexicon`]) and the benchmark builders ([`builders`]). No database, queue, network or async runtime: those are
 //! `credence-infra`'s. Nothing here loads a model.
 
 pub mod aggregation;
@@ -16,6 +16,7 @@ pub mod builders;
 pub mod dataset;
 pub mod domain;
 pub mod entities;
+pub mod estimate;
 pub mod job;
 pub mod lexicon;
 pub mod matching;

@@ -324,6 +324,16 @@ pub struct ModelSpec {
 /// several times what 4,096 tokens of an 8B model take in a full batch on one GPU.
 pub const DEFAULT_GENERATION_TIMEOUT_S: u32 = 1800;
 
+/// Most sequences in one decode batch of a local model on `device` (the sweep does not
+/// set it): enough to read each weight once for many tokens on a CPU; more pays on a GPU.
+pub fn default_max_batch(device: &str) -> usize {
+    if device.starts_with("cuda") {
+        32
+    } else {
+        8
+    }
+}
+
 impl ModelSpec {
     /// The model credence knows by `name` outside a sweep (what `credence decompose
     /// --model NAME` runs): a baseline (`sentence-split`, `conjunction-oracle`), a local

@@ -63,6 +63,24 @@ pub struct TimingRow {
     pub llm_calls: Option<f64>,
 }
 
+/// A span of seconds as people read it: `42s`, `7m05s`, `3h02m`, `2d04h`.
+pub fn span(secs: f64) -> String {
+    let s = if secs.is_finite() {
+        secs.max(0.0).round() as u64
+    } else {
+        u64::MAX
+    };
+    if s >= 86_400 {
+        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
+    } else if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
 /// `table` with each line's mean LLM calls per example, from the `calls` of its model and
 /// mode over the run's stored outputs (`verify` has the calls of `base`, whose jobs it is
 /// timed from).
@@ -175,6 +193,20 @@ mod tests {
             example_id: example.into(),
             stage,
             seconds,
+        }
+    }
+
+    #[test]
+    fn spans_read_in_the_largest_two_units() {
+        for (secs, text) in [
+            (0.4, "0s"),
+            (42.0, "42s"),
+            (425.0, "7m05s"),
+            (10_920.0, "3h02m"),
+            (187_200.0, "2d04h"),
+            (-3.0, "0s"),
+        ] {
+            assert_eq!(span(secs), text, "{secs}");
         }
     }
 

@@ -14,10 +14,10 @@
 //! - anything else: the last user message, trimmed, as one line.
 //!
 //! **Time.** A token is 4 characters (prompt and answer alike, as `usage` reports them).
-//! A request waits for one of `batch_limit` decoding slots (the queue of a server whose
-//! batch is full), then its first token after `ttft`, then its answer's tokens. With `n`
-//! requests decoding, one decode step takes `(1 + (n - 1) k) / decode_tps`, where `k` is
-//! set so that `batch_limit` requests in flight give `batch_tps` tokens/s in all: a
+//! The server's [`ServerSpeed`] (the model of time `credence sweep plan --estimate`
+//! takes its throughput from): a request waits for one of `batch_limit` decoding slots
+//! (the queue of a server whose batch is full), then its first token after `ttft`, then
+//! its answer's tokens, each at the step time of the batch it shares: a
 //! continuous-batching server whose step time grows linearly with the batch (the shape
 //! measured for credence's CUDA engine and transformers in issue 28). Each request's
 //! speed is re-read every [`CHUNK`] tokens, as requests join and leave the batch.
@@ -38,6 +38,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use credence_core::estimate::ServerSpeed;
+
 /// Tokens decoded between two looks at how many requests share the batch.
 pub const CHUNK: u64 = 8;
 
@@ -51,14 +53,8 @@ const CHARS_PER_TOKEN: usize = 4;
 /// How the simulated server answers and how long it takes.
 #[derive(Debug, Clone)]
 pub struct SimSettings {
-    /// Time to first token of a request that has a decoding slot.
-    pub ttft: Duration,
-    /// Tokens/s of one request decoding alone.
-    pub decode_tps: f64,
-    /// Tokens/s of all requests together with `batch_limit` of them decoding.
-    pub batch_tps: f64,
-    /// Requests decoded at once; more wait in a queue.
-    pub batch_limit: usize,
+    /// Its speed (time to first token, tokens/s alone and in a full batch, batch limit).
+    pub speed: ServerSpeed,
     /// Fault rates.
     pub faults: Faults,
     /// Seeds the fault draws.
@@ -85,28 +81,7 @@ pub struct Faults {
 impl SimSettings {
     /// Checks the settings; the error names the setting.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.decode_tps.is_finite() && self.decode_tps > 0.0) {
-            return Err(format!(
-                "decode tokens/s must be > 0, got {}",
-                self.decode_tps
-            ));
-        }
-        if self.batch_limit == 0 {
-            return Err("the batch limit must be at least 1".into());
-        }
-        if !(self.batch_tps.is_finite() && self.batch_tps >= self.decode_tps) {
-            return Err(format!(
-                "batch tokens/s ({}) must be at least the decode tokens/s ({})",
-                self.batch_tps, self.decode_tps
-            ));
-        }
-        let max = self.batch_limit as f64 * self.decode_tps;
-        if self.batch_tps > max {
-            return Err(format!(
-                "batch tokens/s ({}) cannot exceed batch limit x decode tokens/s ({max})",
-                self.batch_tps
-            ));
-        }
+        self.speed.validate()?;
         let f = &self.faults;
         let rates = [f.rate_429, f.rate_503, f.rate_stall, f.rate_disconnect];
         if rates.iter().any(|r| !(0.0..=1.0).contains(r)) || rates.iter().sum::<f64>() > 1.0 {
@@ -115,25 +90,6 @@ impl SimSettings {
             ));
         }
         Ok(())
-    }
-
-    /// The slowdown per extra request in the batch, `k` of the module docs.
-    pub fn slowdown(&self) -> f64 {
-        if self.batch_limit <= 1 {
-            return 0.0;
-        }
-        let n = self.batch_limit as f64;
-        ((n * self.decode_tps / self.batch_tps - 1.0) / (n - 1.0)).max(0.0)
-    }
-
-    /// Seconds of one decode step with `n` requests decoding.
-    pub fn step_seconds(&self, n: usize) -> f64 {
-        (1.0 + (n.max(1) - 1) as f64 * self.slowdown()) / self.decode_tps
-    }
-
-    /// Seconds a request of `tokens` answer tokens takes alone on the server.
-    pub fn alone_seconds(&self, tokens: u64) -> f64 {
-        self.ttft.as_secs_f64() + tokens as f64 * self.step_seconds(1)
     }
 }
 
@@ -183,7 +139,7 @@ impl SimServer {
     pub fn new(settings: SimSettings) -> Result<Arc<SimServer>, String> {
         settings.validate()?;
         Ok(Arc::new(SimServer {
-            slots: tokio::sync::Semaphore::new(settings.batch_limit),
+            slots: tokio::sync::Semaphore::new(settings.speed.batch_limit),
             settings,
             decoding: AtomicUsize::new(0),
             counters: Counters::default(),
@@ -241,12 +197,12 @@ impl SimServer {
             .peak_decoding
             .fetch_max(now as u64, Ordering::Relaxed);
         let _decoding = Decoding(&self.decoding);
-        tokio::time::sleep(self.settings.ttft).await;
+        tokio::time::sleep(Duration::from_secs_f64(self.settings.speed.ttft_s)).await;
         let mut left = tokens;
         while left > 0 {
             let chunk = left.min(CHUNK);
             let n = self.decoding.load(Ordering::SeqCst);
-            let secs = chunk as f64 * self.settings.step_seconds(n);
+            let secs = chunk as f64 * self.settings.speed.step_seconds(n);
             tokio::time::sleep(Duration::from_secs_f64(secs)).await;
             left -= chunk;
         }
@@ -474,10 +430,12 @@ mod tests {
 
     fn settings() -> SimSettings {
         SimSettings {
-            ttft: Duration::from_millis(50),
-            decode_tps: 85.0,
-            batch_tps: 1800.0,
-            batch_limit: 32,
+            speed: ServerSpeed {
+                ttft_s: 0.05,
+                decode_tps: 85.0,
+                batch_tps: 1800.0,
+                batch_limit: 32,
+            },
             faults: Faults::default(),
             seed: 7,
         }
@@ -485,7 +443,7 @@ mod tests {
 
     #[test]
     fn the_batch_limit_gives_the_stated_aggregate_throughput() {
-        let s = settings();
+        let s = settings().speed;
         let one = 1.0 / s.step_seconds(1);
         let full = 32.0 / s.step_seconds(32);
         assert!((one - 85.0).abs() < 1e-9, "{one}");
@@ -498,14 +456,14 @@ mod tests {
     #[test]
     fn settings_that_cannot_hold_are_refused_by_name() {
         let mut s = settings();
-        s.batch_tps = 32.0 * 85.0 + 1.0;
+        s.speed.batch_tps = 32.0 * 85.0 + 1.0;
         assert!(s.validate().unwrap_err().contains("cannot exceed"));
         let mut s = settings();
         s.faults.rate_429 = 0.7;
         s.faults.rate_503 = 0.5;
         assert!(s.validate().unwrap_err().contains("fault rates"));
         let mut s = settings();
-        s.batch_limit = 0;
+        s.speed.batch_limit = 0;
         assert!(s.validate().unwrap_err().contains("batch limit"));
     }
 

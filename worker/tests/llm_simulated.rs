@@ -7,7 +7,7 @@ use credence_core::sweep::PromptKind;
 use credence_worker::llm::openai::{OpenAiBackend, OpenAiSettings, DEFAULT_MAX_RESPONSE_BYTES};
 use credence_worker::llm::retry::RetryPolicy;
 use credence_worker::llm::{prompt, ChatRequest, GenerateError, Generator};
-use credence_worker::simulate::{Faults, SimServer, SimSettings};
+use credence_worker::simulate::{Faults, ServerSpeed, SimServer, SimSettings};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,10 +15,12 @@ const SENTENCE: &str = "The council approved the budget and the opposition voted
 
 fn sim(batch_limit: usize, faults: Faults) -> SimSettings {
     SimSettings {
-        ttft: Duration::from_millis(20),
-        decode_tps: 400.0,
-        batch_tps: 400.0 * batch_limit as f64 * 0.75 + 100.0,
-        batch_limit,
+        speed: ServerSpeed {
+            ttft_s: 0.02,
+            decode_tps: 400.0,
+            batch_tps: 400.0 * batch_limit as f64 * 0.75 + 100.0,
+            batch_limit,
+        },
         faults,
         seed: 1,
     }
@@ -98,8 +100,8 @@ async fn both_prompts_get_the_oracles_claims_with_their_token_counts() {
 /// batch each take longer than one alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_beyond_the_batch_limit_queue_and_a_fuller_batch_is_slower() {
-    let settings = sim(2, Faults::default());
-    let (server, backend) = start(settings.clone()).await;
+    let settings = sim(2, Faults::default()).speed;
+    let (server, backend) = start(sim(2, Faults::default())).await;
     let backend = Arc::new(backend);
     let start = Instant::now();
     let one = backend.generate(&ask(PromptKind::Credence)).await.unwrap();
@@ -117,7 +119,7 @@ async fn requests_beyond_the_batch_limit_queue_and_a_fuller_batch_is_slower() {
     assert!(all.iter().all(Result::is_ok));
     assert_eq!(server.counts().peak_decoding, 2);
     // Four rounds of two, each at the two-in-flight step time.
-    let round = settings.ttft.as_secs_f64() + tokens as f64 * settings.step_seconds(2);
+    let round = settings.ttft_s + tokens as f64 * settings.step_seconds(2);
     assert!(settings.step_seconds(2) > settings.step_seconds(1));
     assert!(
         eight.as_secs_f64() >= 4.0 * round * 0.99,

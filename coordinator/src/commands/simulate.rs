@@ -4,6 +4,7 @@
 use super::signals::stop_on_signals;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use credence_core::estimate::{Measured, ServerSpeed, DEFAULT_TTFT_S};
 use credence_worker::simulate::{Faults, SimServer, SimSettings};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -18,9 +19,12 @@ pub struct SimulateServerArgs {
     /// Decode speeds measured for a model on one NVIDIA H200 with credence's CUDA engine
     /// (bf16, or Q4_K for Gemma; issue 28, stop 43): qwen3-8b 89.7 tokens/s alone and
     /// 1,890 with 32 in flight; phi3-mini 121.1 and 1,641.8; gemma3-12b 72.3 and 1,077.3.
-    /// --decode-tps and --batch-tps override it.
+    /// --decode-tps and --batch-tps override it; what they leave keeps the model's
+    /// measured slowdown per extra request in the batch (--decode-tps alone scales the
+    /// full batch's speed with it; another --batch-limit moves the aggregate along the
+    /// same line).
     #[arg(long, value_enum, default_value = "qwen3-8b")]
-    like: Measured,
+    like: Like,
     /// Tokens/s of one request decoding alone.
     #[arg(long)]
     decode_tps: Option<f64>,
@@ -32,7 +36,7 @@ pub struct SimulateServerArgs {
     batch_limit: u32,
     /// Time to first token in milliseconds (default: a 300-token prompt at Qwen3-8B's
     /// measured prefill of 2,348 tokens/s).
-    #[arg(long, default_value_t = 128.0)]
+    #[arg(long, default_value_t = DEFAULT_TTFT_S * 1000.0)]
     ttft_ms: f64,
     /// Share of requests answered 429 with Retry-After.
     #[arg(long, default_value_t = 0.0)]
@@ -59,7 +63,7 @@ pub struct SimulateServerArgs {
 
 /// A model whose measured speeds the server takes.
 #[derive(Clone, Copy, ValueEnum)]
-enum Measured {
+enum Like {
     #[value(name = "qwen3-8b")]
     Qwen3,
     #[value(name = "phi3-mini")]
@@ -68,13 +72,12 @@ enum Measured {
     Gemma3,
 }
 
-impl Measured {
-    /// (tokens/s alone, tokens/s with 32 in flight).
-    fn speeds(self) -> (f64, f64) {
+impl Like {
+    fn measured(self) -> Measured {
         match self {
-            Measured::Qwen3 => (89.7, 1890.0),
-            Measured::Phi3 => (121.1, 1641.8),
-            Measured::Gemma3 => (72.3, 1077.3),
+            Like::Qwen3 => Measured::Qwen3_8b,
+            Like::Phi3 => Measured::Phi3Mini,
+            Like::Gemma3 => Measured::Gemma3_12b,
         }
     }
 }
@@ -85,20 +88,15 @@ fn seconds(what: &str, s: f64) -> anyhow::Result<Duration> {
 
 /// Runs the command.
 pub fn run(args: SimulateServerArgs) -> anyhow::Result<ExitCode> {
-    let (alone, at_32) = args.like.speeds();
-    let batch_limit = args.batch_limit as usize;
-    let decode_tps = args.decode_tps.unwrap_or(alone);
-    // The measured aggregate is at 32 in flight; another limit scales it on the same line.
-    let batch_tps = args.batch_tps.unwrap_or_else(|| {
-        let k = (32.0 * alone / at_32 - 1.0) / 31.0;
-        let n = batch_limit as f64;
-        n * decode_tps / (1.0 + (n - 1.0) * k)
-    });
+    let speed = ServerSpeed::from_measured(
+        args.like.measured(),
+        args.batch_limit as usize,
+        args.decode_tps,
+        args.batch_tps,
+        seconds("--ttft-ms", args.ttft_ms / 1000.0)?.as_secs_f64(),
+    );
     let settings = SimSettings {
-        ttft: seconds("--ttft-ms", args.ttft_ms / 1000.0)?,
-        decode_tps,
-        batch_tps,
-        batch_limit,
+        speed,
         faults: Faults {
             rate_429: args.rate_429,
             retry_after: args.retry_after,
@@ -117,9 +115,11 @@ pub fn run(args: SimulateServerArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("listening on {}", args.addr))?;
         eprintln!(
-            "simulated model server on http://{}/v1: {decode_tps:.1} tokens/s alone, \
-             {batch_tps:.1} with {batch_limit} decoding",
-            listener.local_addr()?
+            "simulated model server on http://{}/v1: {:.1} tokens/s alone, {:.1} with {} decoding",
+            listener.local_addr()?,
+            speed.decode_tps,
+            speed.batch_tps,
+            speed.batch_limit
         );
         server
             .serve(listener, async move {

@@ -1,4 +1,4 @@
-//! `credence sweep launch|status|resume|cancel`: a sweep on the distributed engine.
+//! `credence sweep plan|launch|status|resume|cancel`: a sweep on the distributed engine.
 
 use super::flags;
 use super::signals::stop_on_signals;
@@ -6,6 +6,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use credence::distributed::reaper::{self, ReaperSettings};
 use credence::distributed::{self, status, ConnectArgs, Connections, LaunchReport};
+use credence::sizing;
+use credence_core::estimate::{Fleet, ServerSpeed, Stated};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,6 +22,12 @@ pub struct SweepArgs {
 
 #[derive(Subcommand)]
 enum SweepCommand {
+    /// Print the jobs a sweep puts on each queue and, with --estimate, how long it will
+    /// take on a fleet: generation from each model server's tokens/s (measured H200
+    /// speeds for Qwen3-8B, Phi-3-mini and Gemma-3-12b; --server for others), answer
+    /// lengths and self-repair calls from a --pilot run or stated, CPU work per scored
+    /// example likewise. Connects to nothing (but the pilot's store).
+    Plan(PlanArgs),
     /// Validate the sweep, write its plan in one transaction, publish its jobs.
     Launch(LaunchArgs),
     /// Progress per model x dataset x mode, with rates, ETA and failures; --watch redraws
@@ -50,6 +58,67 @@ struct LaunchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    /// The sweep file (TOML).
+    sweep: PathBuf,
+    /// Also estimate the wall time.
+    #[arg(long)]
+    estimate: bool,
+    /// Worker processes per model. A local model's worker has a GPU of its own; an
+    /// OpenAI-compatible endpoint is one server shared by the model's workers.
+    #[arg(long, default_value_t = 1, requires = "estimate",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    workers: u32,
+    /// CPU cores for the verifier and metrics over the whole fleet (default: this
+    /// machine's).
+    #[arg(long, requires = "estimate", value_parser = positive)]
+    cores: Option<f64>,
+    /// A model's server speed: NAME=qwen3-8b|phi3-mini|gemma3-12b (the measured H200
+    /// speeds) or NAME=ALONE:FULL[:LIMIT], tokens/s of one request alone and of LIMIT
+    /// (default 32) in flight. Repeat per model; models named like a measured one take
+    /// its speeds unless given.
+    #[arg(long, value_name = "NAME=SPEED", requires = "estimate", value_parser = server_speed)]
+    server: Vec<(String, ServerSpeed)>,
+    /// A finished (or partly finished) pilot run whose measured answer tokens, LLM calls
+    /// per example and CPU seconds per example the estimate takes (its store: --db or
+    /// --database).
+    #[arg(long, value_name = "RUN", requires = "estimate")]
+    pilot: Option<String>,
+    #[command(flatten)]
+    store: super::StoreArgs,
+    /// Mean answer tokens per generation (wins over the pilot's; default: the model's
+    /// max_new_tokens, an upper bound).
+    #[arg(long, requires = "estimate", value_parser = positive)]
+    answer_tokens: Option<f64>,
+    /// Share of examples that get self-repair calls in self_repair and all (wins over the
+    /// pilot's; default 1: every example, max_llm_calls times, an upper bound).
+    #[arg(long, requires = "estimate", value_parser = flags::fraction)]
+    repair_share: Option<f64>,
+    /// CPU milliseconds per scored example (parse, embed, verify, rule repair, metrics;
+    /// wins over the pilot's, whose stage seconds are wall seconds: a pilot with more
+    /// busy consumers than cores overstates them).
+    #[arg(long, requires = "estimate", value_parser = positive)]
+    cpu_ms: Option<f64>,
+    /// Print the plan and estimate as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn positive(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("expected a number above 0, got {value:?}")),
+    }
+}
+
+fn server_speed(value: &str) -> Result<(String, ServerSpeed), String> {
+    let (name, speed) = value
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=SPEED, got {value:?}"))?;
+    Ok((name.trim().to_string(), ServerSpeed::parse(speed.trim())?))
 }
 
 #[derive(Args)]
@@ -117,6 +186,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         match args.command {
+            SweepCommand::Plan(a) => plan(a).await,
             SweepCommand::Launch(a) => launch(a).await,
             SweepCommand::Status(a) => {
                 let conn = a.connect.connect(Some(CLI_RECONNECT)).await?;
@@ -175,6 +245,48 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+async fn plan(a: PlanArgs) -> anyhow::Result<ExitCode> {
+    let sweep = credence_core::sweep::load(&a.sweep)?;
+    let lens = sizing::dataset_lens(&sweep)?;
+    if !a.estimate {
+        let counts = credence_core::estimate::counts(&sweep, &lens);
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&counts)?);
+        } else {
+            print!("{}", sizing::render_counts(&counts));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let pilot = match &a.pilot {
+        Some(run) => {
+            let store = a.store.open(run).await?;
+            Some(sizing::read_pilot(&*store, run).await?)
+        }
+        None => None,
+    };
+    let fleet = Fleet {
+        workers: a.workers as usize,
+        cores: a.cores.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+        }),
+    };
+    let stated = Stated {
+        answer_tokens: a.answer_tokens,
+        repair_share: a.repair_share,
+        cpu_seconds: a.cpu_ms.map(|ms| ms / 1000.0),
+    };
+    let speeds = sizing::speeds(&sweep, &a.server)?;
+    let estimate =
+        credence_core::estimate::estimate(&sweep, &lens, &speeds, fleet, stated, pilot.as_ref())
+            .map_err(anyhow::Error::msg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&estimate)?);
+    } else {
+        print!("{}", sizing::render_estimate(&estimate));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn launch(a: LaunchArgs) -> anyhow::Result<ExitCode> {

@@ -43,17 +43,6 @@ pub async fn read(store: &PgStore, run_id: &str) -> anyhow::Result<RunStatus> {
     })
 }
 
-fn duration(secs: f64) -> String {
-    let s = secs.round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
 /// Renders the status as text: one bar per configuration, then the failures.
 pub fn render(status: &RunStatus) -> String {
     let mut out = String::new();
@@ -115,7 +104,7 @@ fn rate_and_eta(c: &ConfigProgress) -> (String, String) {
         .map_or_else(|| "-".into(), |r| format!("{r:.1} ex/s"));
     let eta = match (c.eta_seconds, c.done == c.jobs) {
         (_, true) => "done".to_string(),
-        (Some(s), false) => format!("eta {}", duration(s)),
+        (Some(s), false) => format!("eta {}", credence_core::timing::span(s)),
         (None, false) => "eta -".to_string(),
     };
     (rate, eta)

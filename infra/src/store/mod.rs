@@ -237,6 +237,13 @@ pub trait Store: Caches + Send + Sync {
         run_id: &str,
     ) -> Result<Vec<credence_core::timing::LlmCalls>, StoreError>;
 
+    /// The generations cached for each model of a run, by the model's generator (a job's
+    /// fingerprint is its generator's, `+`, its prompt's version): how many, and their
+    /// answer tokens as the backends reported them. The cache is shared by every run of
+    /// the store, so a model's generations of other runs with the same generator count
+    /// too (`credence sweep plan --pilot` reads a pilot's answer lengths from it).
+    async fn generation_usage(&self, run_id: &str) -> Result<Vec<GenerationUsage>, StoreError>;
+
     /// Every stored output of a run with its source and references, ordered by model,
     /// dataset, mode and dataset position (what `credence audit` reads).
     async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError>;
@@ -245,6 +252,19 @@ pub trait Store: Caches + Send + Sync {
     /// that key. A worker checks each message against it before running anything: a
     /// queue message is input from the network, the plan is the truth.
     async fn planned_job(&self, key: &str) -> Result<Option<Job>, StoreError>;
+}
+
+/// The cached generations of one model of a run ([`Store::generation_usage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationUsage {
+    /// The model's name in the run.
+    pub model: String,
+    /// Cached generations.
+    pub generations: u64,
+    /// Those whose backend reported its answer tokens.
+    pub with_tokens: u64,
+    /// Their answer tokens in all.
+    pub completion_tokens: u64,
 }
 
 /// A `stage_seconds` row read back from either engine.

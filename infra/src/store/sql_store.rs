@@ -604,6 +604,39 @@ impl<DB: Engine> Store for SqlStore<DB> {
             .collect()
     }
 
+    async fn generation_usage(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<super::GenerationUsage>, StoreError> {
+        let rows: Vec<(String, i64, i64, Option<i64>)> = self
+            .fetch_all(
+                "generation usage",
+                Stmt::new(
+                    "SELECT j.model, count(*), count(g.completion_tokens),
+                            CAST(sum(g.completion_tokens) AS BIGINT)
+                     FROM generation_cache g
+                     JOIN (SELECT DISTINCT model, model_fingerprint FROM jobs WHERE run_id = $1) j
+                       ON substr(j.model_fingerprint, 1, length(g.model_fingerprint) + 1)
+                          = g.model_fingerprint || '+'
+                     GROUP BY j.model ORDER BY j.model",
+                )
+                .bind(run_id),
+            )
+            .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(rows
+            .into_iter()
+            .map(
+                |(model, generations, with_tokens, tokens)| super::GenerationUsage {
+                    model,
+                    generations: count(generations),
+                    with_tokens: count(with_tokens),
+                    completion_tokens: tokens.map_or(0, count),
+                },
+            )
+            .collect())
+    }
+
     async fn run_outputs(&self, run_id: &str) -> Result<Vec<StoredOutput>, StoreError> {
         let rows = self
             .fetch_all(

@@ -215,6 +215,13 @@ impl Store for FlakyStore {
         self.inner.llm_calls(run_id).await
     }
 
+    async fn generation_usage(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_infra::store::GenerationUsage>, StoreError> {
+        self.inner.generation_usage(run_id).await
+    }
+
     async fn run_outputs(
         &self,
         run_id: &str,

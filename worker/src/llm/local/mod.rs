@@ -72,15 +72,7 @@ pub struct LocalSettings {
     pub generation_timeout: Duration,
 }
 
-/// Most sequences in one decode batch when the sweep does not say: enough to read each
-/// weight once for many tokens on a CPU; more pays on a GPU.
-pub fn default_max_batch(device: &str) -> usize {
-    if device.starts_with("cuda") {
-        32
-    } else {
-        8
-    }
-}
+pub use credence_core::sweep::default_max_batch;
 
 fn device_of(name: &str) -> Result<Device, String> {
     match name {

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""The paper's sweep rehearsed on the distributed engine (issue 29): sweeps/paper.toml's
+four benchmark variants, its four models (each a `credence simulate-server` at the speeds
+measured for it on an H200), its four modes, run by several `credence worker` processes
+on this machine against the local PostgreSQL and RabbitMQ, with the real verifier and
+all-MiniLM-L6-v2 (BGE-large is not fetched here; PAPER.md's encoder is a setting).
+
+Steps, each timed, results written to OUT as they come (log.txt; results.json at the end;
+table.md):
+1. a pilot: the same sweep on 1/PILOT of each dataset, its worker CPU seconds per scored
+   example read from /proc;
+2. `credence sweep plan --estimate` of the rehearsal from the pilot (answer tokens and
+   self-repair calls measured, CPU stated from the pilot's CPU seconds);
+3. the rehearsal at 1/SCALE size (1 = the paper's 35,200 scored examples): `sweep launch
+   --follow`, with every process's memory sampled; its wall time, jobs/s and rows/s;
+4. the ideal it is compared with: generation alone (`sweep plan --estimate` with the run
+   itself as pilot: the time its generations take at the fleet's concurrency) and CPU
+   alone (the workers' CPU seconds over the cores); the overhead over the larger;
+5. checks: every (model, dataset, mode, example) stored once, no failed or dead-lettered
+   job, every generation made once (each server's answered requests = cached
+   generations, faults aside);
+6. on the finished run: `credence report` (every table, the sweep's B = 10,000), every
+   SQL query of dashboards/*.json and `sweep status`, each timed; PostgreSQL's size.
+
+Usage: bench/rehearse-paper.sh [--scale N] [--workers W] [--out DIR] [--keep]
+(the wrapper builds the datasets and the binary first). Exit status 1 when a check fails.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# (the sweep's model name, simulate-server flags, the speed `sweep plan` is told).
+# Gemini is an API, not a GPU: stated as 150 tokens/s per request, 64 at once at 4,800.
+MODELS = [
+    ("phi-3-mini-128k", ["--like", "phi3-mini"], "phi3-mini"),
+    ("qwen3-8b", ["--like", "qwen3-8b"], "qwen3-8b"),
+    ("gemma-3-12b-it", ["--like", "gemma3-12b"], "gemma3-12b"),
+    ("gemini-2.5-flash",
+     ["--decode-tps", "150", "--batch-tps", "4800", "--batch-limit", "64"], "150:4800:64"),
+]
+DATASETS = ["socialclaimsplit-100", "wikisplit-bench-100", "wikisplit-bench-1000",
+            "claimdecomp-bench-1000"]
+PG = os.environ.get("CREDENCE_REHEARSAL_PG", "postgres://postgres@127.0.0.1:5432")
+BROKER = os.environ.get("CREDENCE_REHEARSAL_BROKER", "amqp://guest:guest@127.0.0.1:5672/%2f")
+
+
+class Rehearsal:
+    def __init__(self, args):
+        self.args = args
+        self.bin = str(Path(args.credence).resolve())
+        self.out = Path(args.out).resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work = self.out / "work"
+        self.work.mkdir(exist_ok=True)
+        self.log_file = open(self.out / "log.txt", "a")
+        tag = f"{os.getpid()}"
+        self.db = f"rehearse_{tag}"
+        self.db_url = f"{PG}/{self.db}"
+        self.namespace = f"rehearse{tag}"
+        self.procs = {}  # name -> Popen
+        self.peak_rss = {}  # name -> bytes
+        self.cpu = {}  # name -> (utime + stime) seconds, last read
+        self.sampling = True
+        self.results = {"scale": args.scale, "workers": args.workers, "cores": os.cpu_count()}
+        self.failed = []
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def log(self, text):
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, file=sys.stderr, flush=True)
+        print(line, file=self.log_file, flush=True)
+
+    def check(self, ok, what):
+        self.log(("ok: " if ok else "FAILED: ") + what)
+        if not ok:
+            self.failed.append(what)
+
+    def env(self):
+        e = dict(os.environ)
+        e.update({
+            "CREDENCE_DATABASE_URL": self.db_url,
+            "CREDENCE_BROKER_URL": BROKER,
+            "CREDENCE_QUEUE_NAMESPACE": self.namespace,
+            "RUST_LOG": "warn",
+        })
+        e.pop("CREDENCE_DELIVERY_LIMIT", None)
+        return e
+
+    def credence(self, *args, check=True, timeout=None):
+        started = time.monotonic()
+        p = subprocess.run([self.bin, *args], env=self.env(), capture_output=True, text=True,
+                           timeout=timeout)
+        seconds = time.monotonic() - started
+        if check and p.returncode != 0:
+            raise RuntimeError(f"credence {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+        return p, seconds
+
+    def start(self, name, args):
+        err = open(self.out / f"{name}.stderr", "a")
+        p = subprocess.Popen([self.bin, *args], env=self.env(), stdout=subprocess.DEVNULL,
+                             stderr=err)
+        self.procs[name] = p
+        return p
+
+    def sample(self):
+        """Every process's resident memory (peak) and CPU seconds, twice a second."""
+        tick = os.sysconf("SC_CLK_TCK")
+        while self.sampling:
+            for name, p in list(self.procs.items()):
+                try:
+                    status = Path(f"/proc/{p.pid}/status").read_text()
+                    stat = Path(f"/proc/{p.pid}/stat").read_text()
+                except OSError:
+                    continue
+                m = re.search(r"VmHWM:\s+(\d+) kB", status)
+                if m:
+                    self.peak_rss[name] = max(self.peak_rss.get(name, 0), int(m.group(1)) * 1024)
+                fields = stat.rsplit(")", 1)[1].split()
+                self.cpu[name] = (int(fields[11]) + int(fields[12])) / tick
+            time.sleep(0.5)
+
+    def stop(self, name, sig=signal.SIGTERM):
+        p = self.procs.get(name)
+        if p and p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    # -- set-up ------------------------------------------------------------------------
+    def psql(self, sql, db="postgres"):
+        url = f"{PG}/{db}"
+        p = subprocess.run(["psql", "-X", "-q", "-A", "-t", url, "-c", sql],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"psql {sql!r}: {p.stderr}")
+        return p.stdout.strip()
+
+    def datasets(self, fraction, tag):
+        """The first ceil(n / fraction) examples of each dataset, in WORK/tag/."""
+        folder = self.work / tag
+        folder.mkdir(exist_ok=True)
+        paths = {}
+        for name in DATASETS:
+            source = ROOT / "datasets" / f"{name}.jsonl"
+            lines = source.read_text().splitlines(keepends=True)
+            keep = lines[: math.ceil(len(lines) / fraction)]
+            target = folder / f"{name}.jsonl"
+            target.write_text("".join(keep))
+            paths[name] = target
+        return paths
+
+    def sweep(self, name, paths):
+        ports = self.ports
+        text = [
+            "# Written by bench/rehearse_paper.py: sweeps/paper.toml's settings, each model a",
+            "# credence simulate-server, the encoder all-MiniLM-L6-v2.",
+            f'[sweep]\nname = "{name}"\nmodes = ["base", "repair", "self_repair", "all"]',
+            "shard_size = 25\n",
+            '[encoder]\npreset = "all-MiniLM-L6-v2"\n',
+            "[verifier]\ntau_dup = 0.92\nmin_epr = 1.0\nmax_iterations = 1\nmax_llm_calls = 1\n",
+            "[bootstrap]\nresamples = 10000\nseed = 42\n",
+        ]
+        for model, _, _ in MODELS:
+            text.append(
+                f'[[models]]\nname = "{model}"\npreset = "openai"\n'
+                f'base_url = "http://127.0.0.1:{ports[model]}/v1"\napi_model = "{model}"\n'
+                "max_new_tokens = 4096\n")
+        for ds in DATASETS:
+            text.append(f'[[datasets]]\nid = "{ds}"\npath = "{paths[ds]}"\n')
+        path = self.work / f"{name}.toml"
+        path.write_text("\n".join(text))
+        return path
+
+    def servers(self):
+        self.ports = {}
+        for model, flags, _ in MODELS:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            self.ports[model] = port
+            self.start(f"server-{model}", ["simulate-server", "--addr", f"127.0.0.1:{port}",
+                                           *flags])
+        for model in self.ports:
+            self.wait_port(self.ports[model])
+
+    def wait_port(self, port):
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"no server on port {port}")
+
+    def server_stats(self):
+        import urllib.request
+        stats = {}
+        for model, port in self.ports.items():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
+                stats[model] = json.load(r)
+        return stats
+
+    # -- one run -----------------------------------------------------------------------
+    def run(self, name, sweep):
+        """Launches `sweep` with the workers and follows it to the end; the wall time."""
+        for i in range(self.args.workers):
+            self.start(f"worker-{name}-{i}", ["worker", "--models",
+                                              ",".join(m for m, _, _ in MODELS),
+                                              "--worker-id", f"{name}-{i}"])
+        launch = ["sweep", "launch", str(sweep), "--follow", "--reap-every", "2"]
+        started = time.monotonic()
+        self.start(f"launch-{name}", launch)
+        code = self.procs[f"launch-{name}"].wait()
+        wall = time.monotonic() - started
+        if code != 0:
+            raise RuntimeError(f"sweep launch --follow of {name}: exit {code}")
+        time.sleep(1.0)  # one more sample of the workers' CPU seconds
+        cpu = sum(v for k, v in self.cpu.items() if k.startswith(f"worker-{name}-"))
+        for i in range(self.args.workers):
+            self.stop(f"worker-{name}-{i}")
+        return wall, cpu
+
+    def estimate(self, sweep, pilot, extra):
+        servers = [a for m, _, speed in MODELS for a in ("--server", f"{m}={speed}")]
+        p, _ = self.credence("sweep", "plan", str(sweep), "--estimate", "--json",
+                             "--workers", str(self.args.workers), "--cores",
+                             str(os.cpu_count()), "--pilot", pilot, "--database", self.db_url,
+                             *servers, *extra)
+        return json.loads(p.stdout)
+
+    # -- the rehearsal -----------------------------------------------------------------
+    def main(self):
+        a = self.args
+        self.psql(f'CREATE DATABASE "{self.db}"')
+        sampler = threading.Thread(target=self.sample, daemon=True)
+        sampler.start()
+        try:
+            self.servers()
+            # 1. The pilot.
+            pilot_sweep = self.sweep("pilot", self.datasets(a.pilot, "pilot"))
+            wall, cpu = self.run("pilot", pilot_sweep)
+            pilot_scored = int(self.psql("SELECT count(*) FROM predictions WHERE run_id = 'pilot'",
+                                         self.db))
+            cpu_ms = 1000.0 * cpu / max(pilot_scored, 1)
+            self.results["pilot"] = {"scored": pilot_scored, "wall_s": wall,
+                                     "worker_cpu_s": cpu, "cpu_ms_per_scored": cpu_ms}
+            self.log(f"pilot: {pilot_scored} scored in {wall:.1f} s, {cpu_ms:.2f} CPU ms each")
+            # 2. The estimate before the launch.
+            name = "paper" if a.scale == 1 else f"paper-1-{a.scale}"
+            paths = self.datasets(a.scale, "main")
+            sweep = self.sweep(name, paths)
+            before = self.estimate(sweep, "pilot", ["--cpu-ms", f"{cpu_ms:.4f}"])
+            self.results["estimate"] = before
+            self.log(f"estimate: {before['wall_seconds']:.1f} s (bound by {before['bound_by']})")
+            # 3. The rehearsal (its first examples are the pilot's, already generated).
+            before_stats = self.server_stats()
+            self.cached_before = {m: self.cached(m) for m in self.ports}
+            wall, cpu = self.run(name, sweep)
+            after_stats = self.server_stats()
+            self.results["wall_s"] = wall
+            self.results["worker_cpu_s"] = cpu
+            self.log(f"run: {wall:.1f} s, workers' CPU {cpu:.1f} s")
+            # 4. The ideal.
+            ideal = self.estimate(sweep, name, ["--cpu-ms", "1"])
+            generation = ideal["generation_seconds"]
+            cpu_alone = cpu / os.cpu_count()
+            self.results["generation_alone_s"] = generation
+            self.results["cpu_alone_s"] = cpu_alone
+            self.results["overhead"] = wall / max(generation, cpu_alone) - 1.0
+            self.results["estimate_error"] = before["wall_seconds"] / wall - 1.0
+            self.checks(name, before_stats, after_stats)
+            self.finished(name)
+        finally:
+            self.sampling = False
+            for n in list(self.procs):
+                self.stop(n)
+            self.results["peak_rss_mib"] = {
+                n: round(v / 2**20, 1) for n, v in sorted(self.peak_rss.items())}
+            (self.out / "results.json").write_text(json.dumps(self.results, indent=2))
+            if not a.keep:
+                try:
+                    self.psql(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
+                except RuntimeError as e:
+                    self.log(f"dropping {self.db}: {e}")
+        self.table()
+        return 1 if self.failed else 0
+
+    def checks(self, run, before, after):
+        q = lambda sql: self.psql(sql, self.db)
+        examples = sum(len((self.work / "main" / f"{d}.jsonl").read_text().splitlines())
+                       for d in DATASETS)
+        expected = examples * len(MODELS) * 4
+        rows = int(q(f"SELECT count(*) FROM predictions WHERE run_id = '{run}'"))
+        distinct = int(q(
+            "SELECT count(*) FROM (SELECT DISTINCT model, dataset, mode, example_id "
+            f"FROM predictions WHERE run_id = '{run}') d"))
+        self.results["rows"] = rows
+        self.results["jobs"] = int(q(f"SELECT count(*) FROM jobs WHERE run_id = '{run}'"))
+        self.check(rows == expected == distinct,
+                   f"{rows} rows, {distinct} distinct, {expected} expected")
+        failed = int(q(f"SELECT count(*) FROM jobs WHERE run_id = '{run}' AND state <> 'done'"))
+        self.check(failed == 0, f"{failed} jobs not done")
+        dlq, _ = self.credence("dlq", "list", "--run", run, "--json", check=False)
+        dead = len(json.loads(dlq.stdout or "[]")) if dlq.returncode == 0 else -1
+        self.check(dead == 0, f"{dead} dead letters")
+        for model in self.ports:
+            answered = after[model]["answered"] - before[model]["answered"]
+            made = self.cached(model) - self.cached_before[model]
+            self.check(answered == made,
+                       f"{model}: each generation made once ({answered} answered, "
+                       f"{made} new cached generations)")
+
+    def cached(self, model):
+        """Cached generations of `model`'s generator (the pilot's and the run's share it)."""
+        return int(self.psql(
+            "SELECT count(*) FROM generation_cache g WHERE EXISTS (SELECT 1 FROM jobs j WHERE "
+            f"j.model = '{model}' AND substr(j.model_fingerprint, 1, "
+            "length(g.model_fingerprint) + 1) = g.model_fingerprint || '+')", self.db))
+
+    def finished(self, run):
+        # credence report: every table.
+        p, seconds = self.credence("report", run, "--database", self.db_url, "--format", "md")
+        (self.out / "report.md").write_text(p.stdout)
+        self.results["report_s"] = seconds
+        _, seconds = self.credence("sweep", "status", run, "--json")
+        self.results["status_s"] = seconds
+        self.results["pg_bytes"] = int(self.psql("SELECT pg_database_size(current_database())",
+                                                 self.db))
+        self.results["dashboard_queries_ms"] = self.dashboard_queries(run)
+
+    def dashboard_queries(self, run):
+        models = ",".join(f"'{m}'" for m, _, _ in MODELS)
+        datasets = ",".join(f"'{d}'" for d in DATASETS)
+        timings = {}
+        for board in sorted((ROOT / "dashboards").glob("*.json")):
+            d = json.loads(board.read_text())
+            queries = []
+            stack = list(d.get("panels", []))
+            while stack:
+                panel = stack.pop()
+                stack.extend(panel.get("panels", []))
+                for t in panel.get("targets", []):
+                    if t.get("rawSql"):
+                        queries.append((panel.get("title", "?"), t["rawSql"]))
+            for v in d.get("templating", {}).get("list", []):
+                q = v.get("query")
+                q = q.get("query") if isinstance(q, dict) else q
+                ds = v.get("datasource") or {}
+                if v.get("type") == "query" and "postgres" in json.dumps(ds).lower() and q:
+                    queries.append((f"${v.get('name')}", q))
+            for title, sql in queries:
+                for var, value in (("run", f"{run}"), ("model", models), ("dataset", datasets)):
+                    sql = sql.replace("${" + var + "}", value).replace("$" + var, value)
+                p = subprocess.run(["psql", "-X", "-q", "-A", "-t", self.db_url, "-c",
+                                    "\\timing on", "-c", sql], capture_output=True, text=True)
+                m = re.findall(r"Time: ([\d.]+) ms", p.stdout)
+                key = f"{board.stem}: {title}"
+                if p.returncode != 0 or not m:
+                    self.check(False, f"dashboard query {key}: {p.stderr.strip()[:300]}")
+                    continue
+                timings[key] = float(m[-1])
+        return timings
+
+    def table(self):
+        r = self.results
+        est = r.get("estimate", {})
+        lines = [f"# The paper's sweep at 1/{r['scale']} size on the distributed engine", "",
+                 f"{r['workers']} workers (each serving the 4 models' queues), "
+                 f"{r['cores']} cores, 4 simulated model servers", "",
+                 "| figure | value |", "|---|---|"]
+
+        def row(k, v):
+            lines.append(f"| {k} | {v} |")
+        if "wall_s" in r:
+            row("scored examples (rows)", r.get("rows"))
+            row("jobs", r.get("jobs"))
+            row("wall time", f"{r['wall_s']:.1f} s")
+            row("generation alone (ideal at the fleet's concurrency)",
+                f"{r['generation_alone_s']:.1f} s")
+            row("CPU alone (workers' CPU seconds / cores)", f"{r['cpu_alone_s']:.1f} s")
+            row("overhead over the larger", f"{100 * r['overhead']:.1f}%")
+            row("estimate before launch (from the pilot)",
+                f"{est.get('wall_seconds', 0):.1f} s ({100 * r['estimate_error']:+.1f}% of the wall)")
+            row("jobs/s", f"{r['jobs'] / r['wall_s']:.2f}")
+            row("rows/s", f"{r['rows'] / r['wall_s']:.1f}")
+        if "report_s" in r:
+            row("credence report (every table, B = 10,000)", f"{r['report_s']:.1f} s")
+            row("sweep status", f"{1000 * r['status_s']:.0f} ms")
+            row("PostgreSQL size", f"{r['pg_bytes'] / 2**20:.1f} MiB")
+            q = r["dashboard_queries_ms"]
+            if q:
+                worst = max(q, key=q.get)
+                row(f"dashboard SQL queries ({len(q)})",
+                    f"slowest {q[worst]:.1f} ms ({worst})")
+        for n, v in r.get("peak_rss_mib", {}).items():
+            row(f"peak memory {n}", f"{v} MiB")
+        if self.failed:
+            lines += ["", "Failed checks:"] + [f"- {f}" for f in self.failed]
+        text = "\n".join(lines) + "\n"
+        (self.out / "table.md").write_text(text)
+        print(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--credence", required=True, help="the credence binary")
+    ap.add_argument("--scale", type=int, default=1, help="run 1/SCALE of each dataset")
+    ap.add_argument("--pilot", type=int, default=100, help="the pilot's 1/PILOT of each dataset")
+    ap.add_argument("--workers", type=int, default=4, help="worker processes")
+    ap.add_argument("--out", default="bench/.work/rehearsal", help="where results go")
+    ap.add_argument("--keep", action="store_true", help="keep the PostgreSQL database")
+    sys.exit(Rehearsal(ap.parse_args()).main())
+
+
+if __name__ == "__main__":
+    main()
