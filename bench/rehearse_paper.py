@@ -20,9 +20,17 @@ table.md):
    job, every generation made once (each server's answered requests = cached
    generations, faults aside);
 6. on the finished run: `credence report` (every table, the sweep's B = 10,000), every
-   SQL query of dashboards/*.json and `sweep status`, each timed; PostgreSQL's size.
+   SQL query of dashboards/*.json and `sweep status`, each timed; PostgreSQL's size;
+7. with --faults, the same sweep again in a fresh database (so every generation is made
+   again), its processes reaching PostgreSQL through a proxy, with faults at points of
+   its progress: at 15% a worker SIGKILLed (and a new one started), at 30% the broker
+   restarted (`rabbitmqctl stop_app`, 5 s, `start_app`), at 45% PostgreSQL unreachable
+   for --db-outage seconds while two workers are restarted (SIGTERM, new ones started
+   during the outage), at 60% one model server down for --server-outage seconds; then
+   the same checks, and its predictions, per-example metrics and aggregates must equal
+   the unfaulted run's (a digest of each table's rows).
 
-Usage: bench/rehearse-paper.sh [--scale N] [--workers W] [--out DIR] [--keep]
+Usage: bench/rehearse-paper.sh [--scale N] [--workers W] [--faults] [--out DIR] [--keep]
 (the wrapper builds the datasets and the binary first). Exit status 1 when a check fails.
 """
 
@@ -56,6 +64,76 @@ PG = os.environ.get("CREDENCE_REHEARSAL_PG", "postgres://postgres@127.0.0.1:5432
 BROKER = os.environ.get("CREDENCE_REHEARSAL_BROKER", "amqp://guest:guest@127.0.0.1:5672/%2f")
 
 
+def machine_busy():
+    """Seconds the machine's CPUs have been busy (all processes), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class DbProxy:
+    """A TCP proxy in front of PostgreSQL that can be taken down: down, it cuts every
+    relayed connection and closes new ones at once, as an unreachable database."""
+
+    def __init__(self, host, port):
+        self.target = (host, port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(256)
+        self.port = self.listener.getsockname()[1]
+        self.is_up = True
+        self.live = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            if not self.is_up:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.live += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def down(self):
+        self.is_up = False
+        with self.lock:
+            for s in self.live:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.live = []
+
+    def up(self):
+        self.is_up = True
+
+
 class Rehearsal:
     def __init__(self, args):
         self.args = args
@@ -69,6 +147,8 @@ class Rehearsal:
         self.db = f"rehearse_{tag}"
         self.db_url = f"{PG}/{self.db}"
         self.namespace = f"rehearse{tag}"
+        self.killed_counts = {}  # model -> the counters its killed server had
+        self.proxy = None  # the DbProxy the processes reach PostgreSQL through, if any
         self.procs = {}  # name -> Popen
         self.peak_rss = {}  # name -> bytes
         self.cpu = {}  # name -> (utime + stime) seconds, last read
@@ -89,8 +169,11 @@ class Rehearsal:
 
     def env(self):
         e = dict(os.environ)
+        url = self.db_url
+        if self.proxy:
+            url = url.replace("127.0.0.1:5432", f"127.0.0.1:{self.proxy.port}")
         e.update({
-            "CREDENCE_DATABASE_URL": self.db_url,
+            "CREDENCE_DATABASE_URL": url,
             "CREDENCE_BROKER_URL": BROKER,
             "CREDENCE_QUEUE_NAMESPACE": self.namespace,
             "RUST_LOG": "warn",
@@ -208,32 +291,125 @@ class Rehearsal:
         raise RuntimeError(f"no server on port {port}")
 
     def server_stats(self):
+        """Each server's counters, with those of a killed server's earlier life added."""
         import urllib.request
         stats = {}
         for model, port in self.ports.items():
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
                 stats[model] = json.load(r)
+            for k, v in self.killed_counts.get(model, {}).items():
+                if k != "peak_decoding":
+                    stats[model][k] += v
         return stats
 
     # -- one run -----------------------------------------------------------------------
-    def run(self, name, sweep):
-        """Launches `sweep` with the workers and follows it to the end; the wall time."""
+    def worker(self, name, i):
+        """Starts worker i of run `name` (a replacement gets a new process name)."""
+        n = sum(1 for k in self.procs if k.startswith(f"worker-{name}-{i}"))
+        key = f"worker-{name}-{i}" + (f"-{n}" if n else "")
+        self.start(key, ["worker", "--models", ",".join(m for m, _, _ in MODELS),
+                         "--worker-id", f"{name}-{i}-{n}"])
+        return key
+
+    def run(self, name, sweep, faults=None):
+        """Launches `sweep` with the workers and follows it to the end; the wall time and
+        the workers' CPU seconds. `faults(name)` runs beside it."""
         for i in range(self.args.workers):
-            self.start(f"worker-{name}-{i}", ["worker", "--models",
-                                              ",".join(m for m, _, _ in MODELS),
-                                              "--worker-id", f"{name}-{i}"])
+            self.worker(name, i)
         launch = ["sweep", "launch", str(sweep), "--follow", "--reap-every", "2"]
+        busy_before = machine_busy()
         started = time.monotonic()
         self.start(f"launch-{name}", launch)
+        if faults:
+            threading.Thread(target=faults, args=(name,), daemon=True).start()
         code = self.procs[f"launch-{name}"].wait()
         wall = time.monotonic() - started
+        busy = (machine_busy() - busy_before) / (wall * os.cpu_count())
         if code != 0:
             raise RuntimeError(f"sweep launch --follow of {name}: exit {code}")
         time.sleep(1.0)  # one more sample of the workers' CPU seconds
         cpu = sum(v for k, v in self.cpu.items() if k.startswith(f"worker-{name}-"))
-        for i in range(self.args.workers):
-            self.stop(f"worker-{name}-{i}")
-        return wall, cpu
+        for k in list(self.procs):
+            if k.startswith(f"worker-{name}-"):
+                self.stop(k)
+        return wall, cpu, busy
+
+    def progress(self, run):
+        try:
+            return int(self.psql(f"SELECT count(*) FROM predictions WHERE run_id = '{run}'",
+                                 self.db))
+        except RuntimeError:
+            return 0
+
+    def faults(self, run):
+        """The faults of step 7, each at a share of the run's rows."""
+        total = self.expected_rows
+        a = self.args
+        steps = [(0.15, "SIGKILL worker 0"), (0.30, "broker restart"),
+                 (0.45, f"PostgreSQL unreachable {a.db_outage} s, 2 workers restarted"),
+                 (0.60, f"{MODELS[1][0]}'s server down {a.server_outage} s")]
+        done = []
+        for share, what in steps:
+            while self.progress(run) < share * total:
+                if self.procs[f"launch-{run}"].poll() is not None:
+                    self.log(f"fault not reached: {what}")
+                    return
+                time.sleep(0.5)
+            self.log(f"fault at {self.progress(run)} of {total} rows: {what}")
+            if share == 0.15:
+                victim = [k for k in self.procs if k.startswith(f"worker-{run}-0")][-1]
+                self.stop(victim, signal.SIGKILL)
+                self.worker(run, 0)
+            elif share == 0.30:
+                subprocess.run(["rabbitmqctl", "stop_app"], capture_output=True, check=True)
+                time.sleep(5)
+                subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, check=True)
+            elif share == 0.45:
+                self.proxy.down()
+                time.sleep(min(5, a.db_outage / 4))
+                for i in range(1, min(3, a.workers)):
+                    victim = [k for k in self.procs if k.startswith(f"worker-{run}-{i}")][-1]
+                    self.stop(victim, signal.SIGTERM)
+                    self.worker(run, i)
+                time.sleep(max(0, a.db_outage - min(5, a.db_outage / 4)))
+                self.proxy.up()
+            else:
+                model, flags, _ = MODELS[1]
+                # Its counters die with it: keep what it answered so far.
+                self.killed_counts[model] = self.server_stats()[model]
+                self.stop(f"server-{model}", signal.SIGKILL)
+                time.sleep(a.server_outage)
+                self.start(f"server-{model}", ["simulate-server", "--addr",
+                                               f"127.0.0.1:{self.ports[model]}", *flags])
+            self.log(f"fault over: {what}")
+            done.append(what)
+        self.results["faults"] = done
+
+    def timeline(self, run):
+        """Seconds from the plan's commit to the first job, of the jobs, and of the
+        aggregation tail after the last job, from the store's timestamps."""
+        row = self.psql(
+            "SELECT extract(epoch FROM min(j.started_at) - r.created_at), "
+            "extract(epoch FROM max(j.finished_at) - min(j.started_at)), "
+            "extract(epoch FROM (SELECT max(completed_at) FROM configs c WHERE c.run_id = r.run_id)"
+            " - max(j.finished_at)), "
+            "sum(extract(epoch FROM j.finished_at - j.started_at)) "
+            f"FROM jobs j JOIN runs r ON r.run_id = j.run_id WHERE j.run_id = '{run}' "
+            "GROUP BY r.created_at, r.run_id", self.db)
+        first, jobs, tail, busy = (float(x) for x in row.split("|"))
+        return {"to_first_job_s": first, "jobs_s": jobs, "aggregation_tail_s": tail,
+                "job_seconds": busy}
+
+    def digest(self, run):
+        """A digest of the run's result rows (no timings in them)."""
+        out = {}
+        for table, order in (("predictions", "job_key, example_id"),
+                             ("example_metrics", "job_key, example_id"),
+                             ("aggregates", "model, dataset, mode, metric")):
+            out[table] = self.psql(
+                f"SELECT md5(string_agg(t::text, E'\\n' ORDER BY {order})) FROM {table} t "
+                f"WHERE run_id = '{run}'", self.db)
+        return out
 
     def estimate(self, sweep, pilot, extra):
         servers = [a for m, _, speed in MODELS for a in ("--server", f"{m}={speed}")]
@@ -253,7 +429,7 @@ class Rehearsal:
             self.servers()
             # 1. The pilot.
             pilot_sweep = self.sweep("pilot", self.datasets(a.pilot, "pilot"))
-            wall, cpu = self.run("pilot", pilot_sweep)
+            wall, cpu, _ = self.run("pilot", pilot_sweep)
             pilot_scored = int(self.psql("SELECT count(*) FROM predictions WHERE run_id = 'pilot'",
                                          self.db))
             cpu_ms = 1000.0 * cpu / max(pilot_scored, 1)
@@ -264,13 +440,16 @@ class Rehearsal:
             name = "paper" if a.scale == 1 else f"paper-1-{a.scale}"
             paths = self.datasets(a.scale, "main")
             sweep = self.sweep(name, paths)
+            self.expected_rows = len(MODELS) * 4 * sum(
+                len(p.read_text().splitlines()) for p in paths.values())
             before = self.estimate(sweep, "pilot", ["--cpu-ms", f"{cpu_ms:.4f}"])
             self.results["estimate"] = before
             self.log(f"estimate: {before['wall_seconds']:.1f} s (bound by {before['bound_by']})")
             # 3. The rehearsal (its first examples are the pilot's, already generated).
             before_stats = self.server_stats()
             self.cached_before = {m: self.cached(m) for m in self.ports}
-            wall, cpu = self.run(name, sweep)
+            wall, cpu, busy = self.run(name, sweep)
+            self.results["machine_busy"] = busy
             after_stats = self.server_stats()
             self.results["wall_s"] = wall
             self.results["worker_cpu_s"] = cpu
@@ -283,8 +462,11 @@ class Rehearsal:
             self.results["cpu_alone_s"] = cpu_alone
             self.results["overhead"] = wall / max(generation, cpu_alone) - 1.0
             self.results["estimate_error"] = before["wall_seconds"] / wall - 1.0
+            self.results["timeline"] = self.timeline(name)
             self.checks(name, before_stats, after_stats)
             self.finished(name)
+            if a.faults:
+                self.faulted(name, sweep)
         finally:
             self.sampling = False
             for n in list(self.procs):
@@ -300,11 +482,44 @@ class Rehearsal:
         self.table()
         return 1 if self.failed else 0
 
+    def faulted(self, name, sweep):
+        """Step 7: the same sweep in a fresh database, with faults."""
+        clean = self.digest(name)
+        self.results["digest"] = clean
+        first_db = self.db
+        self.db = f"{first_db}_faulted"
+        self.db_url = f"{PG}/{self.db}"
+        self.psql(f'CREATE DATABASE "{self.db}"')
+        self.proxy = DbProxy("127.0.0.1", 5432)
+        try:
+            before = self.server_stats()
+            self.cached_before = {m: 0 for m in self.ports}
+            wall, _, _ = self.run(name, sweep, faults=self.faults)
+            after = self.server_stats()
+            self.results["faulted_wall_s"] = wall
+            self.log(f"faulted run: {wall:.1f} s")
+            self.checks(name, before, after)
+            faulted = self.digest(name)
+            for table in clean:
+                self.check(faulted[table] == clean[table],
+                           f"{table}: the faulted run's rows equal the unfaulted run's")
+            self.check(len(self.results.get("faults", [])) == 4, "all four faults happened")
+        finally:
+            self.proxy = None
+            if not self.args.keep:
+                try:
+                    self.psql(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
+                except RuntimeError as e:
+                    self.log(f"dropping {self.db}: {e}")
+            self.db = first_db
+            self.db_url = f"{PG}/{self.db}"
+
     def checks(self, run, before, after):
         q = lambda sql: self.psql(sql, self.db)
         examples = sum(len((self.work / "main" / f"{d}.jsonl").read_text().splitlines())
                        for d in DATASETS)
         expected = examples * len(MODELS) * 4
+        self.expected_rows = expected
         rows = int(q(f"SELECT count(*) FROM predictions WHERE run_id = '{run}'"))
         distinct = int(q(
             "SELECT count(*) FROM (SELECT DISTINCT model, dataset, mode, example_id "
@@ -318,12 +533,16 @@ class Rehearsal:
         dlq, _ = self.credence("dlq", "list", "--run", run, "--json", check=False)
         dead = len(json.loads(dlq.stdout or "[]")) if dlq.returncode == 0 else -1
         self.check(dead == 0, f"{dead} dead letters")
+        # A SIGKILLed worker loses the completions it had received and not yet stored (at
+        # most its requests in flight to that model: one shard); they are made again.
+        lost = 25 if self.proxy else 0
         for model in self.ports:
             answered = after[model]["answered"] - before[model]["answered"]
             made = self.cached(model) - self.cached_before[model]
-            self.check(answered == made,
+            self.check(made <= answered <= made + lost,
                        f"{model}: each generation made once ({answered} answered, "
-                       f"{made} new cached generations)")
+                       f"{made} new cached generations"
+                       + (f", at most {lost} more for the SIGKILLed worker)" if lost else ")"))
 
     def cached(self, model):
         """Cached generations of `model`'s generator (the pilot's and the run's share it)."""
@@ -394,8 +613,15 @@ class Rehearsal:
                 f"{r['generation_alone_s']:.1f} s")
             row("CPU alone (workers' CPU seconds / cores)", f"{r['cpu_alone_s']:.1f} s")
             row("overhead over the larger", f"{100 * r['overhead']:.1f}%")
+            row("machine CPU busy during the run (every process)",
+                f"{100 * r['machine_busy']:.0f}%")
             row("estimate before launch (from the pilot)",
                 f"{est.get('wall_seconds', 0):.1f} s ({100 * r['estimate_error']:+.1f}% of the wall)")
+            t = r.get("timeline", {})
+            if t:
+                row("plan committed to first job started", f"{t['to_first_job_s']:.1f} s")
+                row("first job started to last job done", f"{t['jobs_s']:.1f} s")
+                row("last job done to last aggregation", f"{t['aggregation_tail_s']:.1f} s")
             row("jobs/s", f"{r['jobs'] / r['wall_s']:.2f}")
             row("rows/s", f"{r['rows'] / r['wall_s']:.1f}")
         if "report_s" in r:
@@ -407,6 +633,10 @@ class Rehearsal:
                 worst = max(q, key=q.get)
                 row(f"dashboard SQL queries ({len(q)})",
                     f"slowest {q[worst]:.1f} ms ({worst})")
+        if "faulted_wall_s" in r:
+            row("faulted run (" + "; ".join(r.get("faults", [])) + ")",
+                f"{r['faulted_wall_s']:.1f} s, rows equal the unfaulted run's: "
+                + ("no" if any("equal" in f for f in self.failed) else "yes"))
         for n, v in r.get("peak_rss_mib", {}).items():
             row(f"peak memory {n}", f"{v} MiB")
         if self.failed:
@@ -423,7 +653,13 @@ def main():
     ap.add_argument("--pilot", type=int, default=100, help="the pilot's 1/PILOT of each dataset")
     ap.add_argument("--workers", type=int, default=4, help="worker processes")
     ap.add_argument("--out", default="bench/.work/rehearsal", help="where results go")
-    ap.add_argument("--keep", action="store_true", help="keep the PostgreSQL database")
+    ap.add_argument("--keep", action="store_true", help="keep the PostgreSQL databases")
+    ap.add_argument("--faults", action="store_true",
+                    help="run the sweep again with faults and compare (step 7)")
+    ap.add_argument("--db-outage", type=float, default=60.0,
+                    help="seconds PostgreSQL is unreachable in the faulted run")
+    ap.add_argument("--server-outage", type=float, default=300.0,
+                    help="seconds one model server is down in the faulted run")
     sys.exit(Rehearsal(ap.parse_args()).main())
 
 

@@ -9,8 +9,10 @@ use crate::support::llm_server;
 
 use credence_core::domain::Example;
 use credence_core::sweep::PromptKind;
+use credence_infra::cache::{CachedGeneration, GenerationCache, TokenUsage};
 use credence_infra::observe::NoObserver;
 use credence_infra::store::sqlite::SqliteStore;
+use credence_infra::store::StoreError;
 use credence_worker::decompose::{DecomposeContext, Decomposer, LlmDecomposer};
 use credence_worker::handler::decompose_shard;
 use credence_worker::llm::openai::OpenAiBackend;
@@ -384,6 +386,95 @@ async fn a_lease_renewed_while_the_model_works_keeps_a_slow_generation_single() 
         1,
         "the second worker took over a live lease"
     );
+}
+
+/// A store that cannot take a completion for its first `failures` tries (the database
+/// unreachable), else the store it wraps.
+struct Unreachable {
+    inner: SqliteStore,
+    failures: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl GenerationCache for Unreachable {
+    async fn generation(
+        &self,
+        fingerprint: &str,
+        prompt: &str,
+        params: &str,
+    ) -> Result<Option<CachedGeneration>, StoreError> {
+        self.inner.generation(fingerprint, prompt, params).await
+    }
+
+    async fn put_generation(
+        &self,
+        fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        completion: &str,
+        usage: TokenUsage,
+    ) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        let left = self.failures.load(Ordering::SeqCst);
+        if left > 0 {
+            self.failures.store(left - 1, Ordering::SeqCst);
+            return Err(StoreError::Query {
+                what: "storing a generation",
+                source: sqlx::Error::PoolTimedOut,
+            });
+        }
+        self.inner
+            .put_generation(fingerprint, prompt, params, completion, usage)
+            .await
+    }
+
+    async fn lease_generation(
+        &self,
+        fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .lease_generation(fingerprint, prompt, params, holder, ttl)
+            .await
+    }
+
+    async fn release_generation(
+        &self,
+        fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .release_generation(fingerprint, prompt, params, holder)
+            .await
+    }
+}
+
+/// A completion made while the database is unreachable is kept and stored once it is
+/// back, not dropped with the job failed for it: the job's retry finds it in the cache
+/// and the model is asked once (the rehearsal of issue 29 found it asked twice).
+#[tokio::test]
+async fn a_completion_made_during_a_database_outage_is_stored_when_it_returns() {
+    let server = LlmServer::start(Duration::ZERO, |_, _| Reply::Decompose).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Unreachable {
+        inner: SqliteStore::open(&dir.path().join("s.db")).await.unwrap(),
+        failures: std::sync::atomic::AtomicUsize::new(3),
+    };
+    let backend: Arc<dyn Generator> = Arc::new(OpenAiBackend::new(&settings(&server)).unwrap());
+    let once = GenerateOnce::new(backend);
+    let req = request("The plant closed and the workers left.");
+    let made = once.generate(&store, "v1", &req).await.unwrap();
+    assert!(!made.cached);
+    assert_eq!(store.failures.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let again = once.generate(&store, "v1", &req).await.unwrap();
+    assert!(again.cached, "the completion was stored");
+    assert_eq!(again.text, made.text);
+    assert_eq!(server.requests(), 1, "the model was asked once");
 }
 
 #[tokio::test]

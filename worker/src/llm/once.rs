@@ -204,8 +204,7 @@ impl GenerateOnce {
                             completion_tokens: c.completion_tokens,
                             seconds: Some(c.elapsed.as_secs_f64()),
                         };
-                        cache
-                            .put_generation(fingerprint, prompt, params, &c.text, usage)
+                        put(cache, fingerprint, prompt, params, &c.text, usage)
                             .await
                             .map(|()| usage)
                     }
@@ -263,6 +262,37 @@ pub fn storable(text: String) -> String {
         text
     }
 }
+
+/// Stores a completion, trying again for as long as the store is unreachable (backing
+/// off up to [`PUT_BACKOFF_MAX`]), as the job loop retries a job through a database
+/// outage: the completion cost a model's time, and a job failed for want of storing it
+/// would be run again and make the same generation twice.
+async fn put(
+    cache: &dyn GenerationCache,
+    fingerprint: &str,
+    prompt: &str,
+    params: &str,
+    completion: &str,
+    usage: TokenUsage,
+) -> Result<(), StoreError> {
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match cache
+            .put_generation(fingerprint, prompt, params, completion, usage)
+            .await
+        {
+            Err(e) if e.is_transient() => {
+                tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "storing a generation: the store is unreachable; keeping the completion and trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(PUT_BACKOFF_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The longest wait between two tries of storing a completion.
+pub const PUT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Gives a lease back, trying again while the store is briefly unreachable: a lease
 /// left behind makes every other caller of its key wait until it runs out.

@@ -22,6 +22,7 @@ use credence_core::domain::{Stage, StageTimes};
 use credence_core::Claim;
 use credence_infra::cache::{EmbeddingCache, GenerationCache, NoCache};
 use credence_infra::observe::{JobObserver, NoObserver};
+use futures::stream::{FuturesOrdered, StreamExt};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -348,25 +349,46 @@ impl ModeRunner<'_> {
         } else {
             Vec::new()
         };
+        // The calls of the shard's failing examples go out together, as many at once as
+        // the model keeps in flight (the decompositions' window): one at a time, a GPU
+        // server would decode each alone. Answers are taken in example order. (A plain
+        // loop rather than stream combinators: their closures trip the compiler's Send
+        // inference.)
+        let window = llm.once.generator().max_in_flight().max(1);
+        let mut answers = Vec::with_capacity(which.len());
+        let mut queued = which.iter();
+        let mut in_flight = FuturesOrdered::new();
+        loop {
+            while in_flight.len() < window {
+                let Some(&i) = queued.next() else { break };
+                let clock = Instant::now();
+                let docs = self.scorer.nlp.analyze_batch(&claims[i]);
+                let findings = self_repair::findings(&scored.examples[i].report, &claims[i], &docs);
+                let current = &claims[i];
+                in_flight.push_back(async move {
+                    let out = self_repair::self_repair(
+                        llm,
+                        self.generations,
+                        self.observer,
+                        self.model,
+                        &examples[i].text,
+                        current,
+                        &findings,
+                    )
+                    .await;
+                    (i, clock.elapsed().as_secs_f64(), out)
+                });
+            }
+            match in_flight.next().await {
+                Some(answer) => answers.push(answer),
+                None => break,
+            }
+        }
+        drop(in_flight);
         let mut replaced = Vec::new();
-        for &i in which {
-            let clock = Instant::now();
-            let docs = self.scorer.nlp.analyze_batch(&claims[i]);
-            let findings = self_repair::findings(&scored.examples[i].report, &claims[i], &docs);
-            let out = self_repair::self_repair(
-                llm,
-                self.generations,
-                self.observer,
-                self.model,
-                &examples[i].text,
-                &claims[i],
-                &findings,
-            )
-            .await?;
-            scored.times[i].add(
-                Stage::SelfRepair,
-                clock.elapsed().as_secs_f64() + out.cached_seconds,
-            );
+        for (i, seconds, out) in answers {
+            let out = out?;
+            scored.times[i].add(Stage::SelfRepair, seconds + out.cached_seconds);
             tier_calls[i] += 1;
             if out.outcome == SelfRepairOutcome::Replaced {
                 replaced.push(i);
