@@ -45,6 +45,7 @@ async fn start(settings: SimSettings) -> (Arc<SimServer>, OpenAiBackend) {
             base: Duration::from_millis(10),
             cap: Duration::from_millis(50),
             max_retry_after: Duration::from_secs(2),
+            outage_patience: Duration::ZERO,
         },
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
     })
@@ -163,4 +164,87 @@ async fn faults_reach_the_client_as_retries_and_errors() {
     let counts = server.counts();
     assert_eq!(counts.disconnected, counts.requests);
     assert_eq!(counts.answered, 0);
+}
+
+/// A server that answered and then goes down for a while is waited for (the policy's
+/// outage patience), not given up on after the retries: the request made while it is down
+/// is answered once it is back. Past the patience, or at an endpoint that never answered,
+/// the request fails as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_answered_before_is_waited_for_through_an_outage() {
+    let server = SimServer::new(sim(4, Faults::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = server.clone();
+    let first_life = tokio::spawn(async move {
+        serving
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let backend = |addr: std::net::SocketAddr, patience: Duration| {
+        OpenAiBackend::new(&OpenAiSettings {
+            base_url: format!("http://{addr}/v1"),
+            api_model: "qwen3-8b".into(),
+            api_key_env: None,
+            max_new_tokens: 256,
+            request_timeout: Duration::from_secs(2),
+            max_concurrency: 4,
+            retry: RetryPolicy {
+                max_attempts: 2,
+                base: Duration::from_millis(20),
+                cap: Duration::from_millis(100),
+                max_retry_after: Duration::from_secs(1),
+                outage_patience: patience,
+            },
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        })
+        .unwrap()
+    };
+    let patient = backend(addr, Duration::from_secs(30));
+    let impatient = backend(addr, Duration::from_millis(300));
+    patient.generate(&ask(PromptKind::Credence)).await.unwrap();
+    impatient
+        .generate(&ask(PromptKind::Credence))
+        .await
+        .unwrap();
+    stop.send(()).unwrap();
+    first_life.await.unwrap().unwrap();
+
+    // Down for 1.5 s: the impatient client gives up, the patient one is answered once the
+    // server is back on the same address.
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        (
+            patient.generate(&ask(PromptKind::Credence)).await,
+            started.elapsed(),
+        )
+    });
+    let gave_up = impatient.generate(&ask(PromptKind::Credence)).await;
+    assert!(
+        matches!(gave_up, Err(GenerateError::Unavailable { .. })),
+        "{gave_up:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let serving = server.clone();
+    tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
+    let (answer, waited) = waiting.await.unwrap();
+    assert!(answer.is_ok(), "{answer:?}");
+    assert!(waited >= Duration::from_millis(1400), "{waited:?}");
+
+    // An endpoint that never answered is not waited for.
+    let nobody = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let unused = nobody.local_addr().unwrap();
+    drop(nobody);
+    let never = backend(unused, Duration::from_secs(30));
+    let started = Instant::now();
+    let refused = never.generate(&ask(PromptKind::Credence)).await;
+    assert!(
+        matches!(refused, Err(GenerateError::Unavailable { .. })),
+        "{refused:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -65,6 +65,7 @@ fn decomposer_with(server: &LlmServer, prompt: PromptKind) -> LlmDecomposer {
             base: Duration::from_millis(10),
             cap: Duration::from_millis(20),
             max_retry_after: Duration::from_secs(1),
+            outage_patience: Duration::ZERO,
         },
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
     })

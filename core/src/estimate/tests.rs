@@ -58,6 +58,19 @@ fn speeds() -> BTreeMap<String, ServerSpeed> {
         .collect()
 }
 
+fn stated(answer_tokens: f64, repair_share: f64, cpu_seconds: f64) -> Stated {
+    Stated {
+        answer_tokens: Some(answer_tokens),
+        repair_share: Some(repair_share),
+        cpu_seconds: Some(cpu_seconds),
+    }
+}
+
+/// The estimate of two datasets of 100 examples.
+fn of(stated: Stated, pilot: Option<&Pilot>) -> Estimate {
+    estimate(&sweep(), &[100, 100], &speeds(), FLEET, stated, pilot).unwrap()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1.0)
 }
@@ -224,12 +237,7 @@ fn without_a_pilot_or_figures_the_sweeps_limits_bound_the_estimate() {
 
 #[test]
 fn a_pilot_fills_in_and_stated_figures_win_over_it() {
-    let stated = Stated {
-        answer_tokens: Some(50.0),
-        repair_share: Some(0.25),
-        cpu_seconds: Some(0.02),
-    };
-    let e = estimate(&sweep(), &[100, 100], &speeds(), FLEET, stated, None).unwrap();
+    let e = of(stated(50.0, 0.25, 0.02), None);
     let g = e.models[1].generation.as_ref().unwrap();
     assert_eq!(g.answer_tokens, figure(50.0, Source::Stated));
     assert_eq!(
@@ -312,12 +320,7 @@ fn a_pilot_fills_in_and_stated_figures_win_over_it() {
 
 #[test]
 fn the_cpu_bounds_the_wall_when_it_is_the_longer() {
-    let stated = Stated {
-        answer_tokens: Some(1.0),
-        repair_share: Some(0.0),
-        cpu_seconds: Some(10.0),
-    };
-    let e = estimate(&sweep(), &[100, 100], &speeds(), FLEET, stated, None).unwrap();
+    let e = of(stated(1.0, 0.0, 10.0), None);
     let cpu = e.cpu.as_ref().unwrap();
     assert_eq!(e.bound_by, "cpu");
     assert!(close(e.wall_seconds, cpu.seconds));

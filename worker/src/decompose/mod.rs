@@ -56,8 +56,10 @@ impl DecomposeError {
     }
 
     /// Whether the job should be retried in place because the store is unreachable. An
-    /// endpoint that stays down after every retry is not: its job fails, is delivered
-    /// again later, and is dead-lettered with the reason if it keeps failing.
+    /// endpoint that stays down is not: the backend waits for one that answered before
+    /// (its retry policy's `outage_patience`), and past that, or for one that never
+    /// answered, its job fails, is delivered again later, and is dead-lettered with the
+    /// reason if it keeps failing.
     pub fn is_transient(&self) -> bool {
         matches!(self, DecomposeError::Cache(e) if e.is_transient())
     }

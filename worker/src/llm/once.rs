@@ -27,6 +27,10 @@ pub struct GenerateOnce {
     poll: Duration,
     /// How long a lease lasts unless renewed.
     lease_ttl: Duration,
+    /// Completions made while the store could not take them, by gate key: the job that
+    /// asked fails for the outage and is retried in place, and its retry stores and
+    /// returns the completion kept here instead of asking the model again.
+    unstored: Mutex<HashMap<String, Generated>>,
 }
 
 /// A lease's term: renewed every third of it while the model works.
@@ -103,6 +107,7 @@ impl GenerateOnce {
             gates: Mutex::new(HashMap::new()),
             poll: Duration::from_millis(100),
             lease_ttl: LEASE_TTL,
+            unstored: Mutex::new(HashMap::new()),
         }
     }
 
@@ -139,8 +144,17 @@ impl GenerateOnce {
         let gate = self.gate(&gate_key);
         let outcome = {
             let _turn = gate.lock().await;
-            self.generate_locked(cache, fingerprint, &prompt, &params, request)
-                .await
+            let kept = lock(&self.unstored).remove(&gate_key);
+            match kept {
+                Some(kept) => {
+                    self.store_kept(cache, fingerprint, &prompt, &params, &gate_key, kept)
+                        .await
+                }
+                None => {
+                    self.generate_locked(cache, fingerprint, &prompt, &params, request, &gate_key)
+                        .await
+                }
+            }
         };
         self.forget_gate(&gate_key, gate);
         outcome
@@ -153,6 +167,7 @@ impl GenerateOnce {
         prompt: &str,
         params: &str,
         request: &ChatRequest,
+        gate_key: &str,
     ) -> Result<Generated, OnceError> {
         let ttl = self.lease_ttl;
         let mut poll = self.poll;
@@ -204,7 +219,8 @@ impl GenerateOnce {
                             completion_tokens: c.completion_tokens,
                             seconds: Some(c.elapsed.as_secs_f64()),
                         };
-                        put(cache, fingerprint, prompt, params, &c.text, usage)
+                        cache
+                            .put_generation(fingerprint, prompt, params, &c.text, usage)
                             .await
                             .map(|()| usage)
                     }
@@ -214,20 +230,65 @@ impl GenerateOnce {
                 // better, and a lease left behind only delays it until it runs out.
                 let released = release(cache, fingerprint, prompt, params, &holder).await;
                 let completion = generated?;
-                let usage = stored?;
-                released?;
-                return Ok(Generated {
+                let made = Generated {
                     text: completion.text,
                     cached: false,
-                    usage,
+                    usage: TokenUsage::default(),
                     seconds: completion.elapsed.as_secs_f64(),
                     retries: completion.retries,
                     hit_limit: completion.hit_limit,
-                });
+                };
+                let usage = match stored {
+                    Ok(usage) => usage,
+                    Err(e) => {
+                        if e.is_transient() {
+                            // The completion cost a model's time: keep it for the retry.
+                            let usage = TokenUsage {
+                                prompt_tokens: completion.prompt_tokens,
+                                completion_tokens: completion.completion_tokens,
+                                seconds: Some(made.seconds),
+                            };
+                            lock(&self.unstored)
+                                .insert(gate_key.to_string(), Generated { usage, ..made });
+                        }
+                        return Err(e.into());
+                    }
+                };
+                released?;
+                return Ok(Generated { usage, ..made });
             }
             // Another worker is generating it: look again soon.
             tokio::time::sleep(poll).await;
             poll = (poll * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Stores a completion kept through a store outage and returns it as made here; kept
+    /// again while the store is still unreachable. An entry another process stored
+    /// meanwhile wins (`put_generation` leaves it), so every caller sees one completion.
+    async fn store_kept(
+        &self,
+        cache: &dyn GenerationCache,
+        fingerprint: &str,
+        prompt: &str,
+        params: &str,
+        gate_key: &str,
+        kept: Generated,
+    ) -> Result<Generated, OnceError> {
+        match cache
+            .put_generation(fingerprint, prompt, params, &kept.text, kept.usage)
+            .await
+        {
+            Ok(()) => match cache.generation(fingerprint, prompt, params).await? {
+                Some(hit) if hit.completion != kept.text => Ok(Generated::cached(hit)),
+                _ => Ok(kept),
+            },
+            Err(e) => {
+                if e.is_transient() {
+                    lock(&self.unstored).insert(gate_key.to_string(), kept);
+                }
+                Err(e.into())
+            }
         }
     }
 
@@ -262,37 +323,6 @@ pub fn storable(text: String) -> String {
         text
     }
 }
-
-/// Stores a completion, trying again for as long as the store is unreachable (backing
-/// off up to [`PUT_BACKOFF_MAX`]), as the job loop retries a job through a database
-/// outage: the completion cost a model's time, and a job failed for want of storing it
-/// would be run again and make the same generation twice.
-async fn put(
-    cache: &dyn GenerationCache,
-    fingerprint: &str,
-    prompt: &str,
-    params: &str,
-    completion: &str,
-    usage: TokenUsage,
-) -> Result<(), StoreError> {
-    let mut wait = Duration::from_millis(100);
-    loop {
-        match cache
-            .put_generation(fingerprint, prompt, params, completion, usage)
-            .await
-        {
-            Err(e) if e.is_transient() => {
-                tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "storing a generation: the store is unreachable; keeping the completion and trying again");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(PUT_BACKOFF_MAX);
-            }
-            other => return other,
-        }
-    }
-}
-
-/// The longest wait between two tries of storing a completion.
-pub const PUT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Gives a lease back, trying again while the store is briefly unreachable: a lease
 /// left behind makes every other caller of its key wait until it runs out.

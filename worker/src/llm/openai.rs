@@ -2,7 +2,10 @@
 //! and APIs with such an endpoint (Gemini 2.5 Flash). Greedy decoding (temperature 0),
 //! a timeout per request, retries with jittered backoff on 429, 5xx, timeouts, connection
 //! errors and unusable answers, and adaptive concurrency ([`AdaptiveLimit`]) so a
-//! server is kept busy without being flooded.
+//! server is kept busy without being flooded. An endpoint that has answered before and
+//! then stays unreachable or overloaded past the retries is waited for, up to the
+//! policy's `outage_patience` (a server restarted or down for minutes); one that never
+//! answered fails the request after its retries (a wrong URL is said at once).
 //!
 //! The API key is read once from the environment variable the sweep names. It is sent
 //! in the `Authorization` header and nowhere else: it is not in the fingerprint, in
@@ -80,6 +83,8 @@ pub struct OpenAiBackend {
     limit: AdaptiveLimit,
     max_concurrency: usize,
     fingerprint: String,
+    /// Whether the endpoint has answered a request (an outage is then waited for).
+    answered: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for OpenAiBackend {
@@ -175,6 +180,7 @@ impl OpenAiBackend {
             retry: settings.retry,
             limit: AdaptiveLimit::new(8.min(max_concurrency), max_concurrency),
             max_concurrency,
+            answered: std::sync::atomic::AtomicBool::new(false),
             fingerprint: fingerprint(base, &settings.api_model, settings.max_new_tokens),
         })
     }
@@ -324,6 +330,8 @@ impl Generator for OpenAiBackend {
             let (last, retry_after) = match outcome {
                 Attempt::Done(answer) => {
                     permit.succeeded();
+                    self.answered
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     return Ok(Completion {
                         text: answer.text,
                         prompt_tokens: answer.prompt_tokens,
@@ -358,7 +366,21 @@ impl Generator for OpenAiBackend {
                 }
             };
             attempt += 1;
-            if attempt >= self.retry.max_attempts {
+            // An endpoint that has answered before and is now unreachable or overloaded
+            // is waited for (up to the policy's patience); one that never answered, or
+            // that answers with something unusable, fails the request now.
+            let outage = matches!(last, LastFailure::Unavailable(_))
+                && self.answered.load(std::sync::atomic::Ordering::Relaxed)
+                && started.elapsed() < self.retry.outage_patience;
+            if attempt == self.retry.max_attempts && outage {
+                tracing::warn!(
+                    endpoint = %self.endpoint,
+                    attempts = attempt,
+                    patience_s = self.retry.outage_patience.as_secs(),
+                    "the endpoint answered before and is unreachable now; waiting for it"
+                );
+            }
+            if attempt >= self.retry.max_attempts && !outage {
                 let endpoint = self.endpoint.clone();
                 return Err(match last {
                     LastFailure::Unavailable(m) => GenerateError::Unavailable {

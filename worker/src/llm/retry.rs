@@ -18,7 +18,16 @@ pub struct RetryPolicy {
     pub cap: Duration,
     /// Longest `Retry-After` honoured; a server asking for more is waited on this long.
     pub max_retry_after: Duration,
+    /// How long a request keeps trying past `max_attempts` while an endpoint that has
+    /// answered before is unreachable or overloaded: an outage or a restart, not a
+    /// misconfiguration, so the job waits for the server (its heartbeat kept) instead of
+    /// failing and spending its deliveries. Zero: never past `max_attempts`.
+    pub outage_patience: Duration,
 }
+
+/// The default [`RetryPolicy::outage_patience`]: a model server restarted or down for
+/// minutes (issue 29's rehearsal takes one down for five) costs time, not dead letters.
+pub const DEFAULT_OUTAGE_PATIENCE: Duration = Duration::from_secs(15 * 60);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -27,6 +36,7 @@ impl Default for RetryPolicy {
             base: Duration::from_millis(500),
             cap: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(120),
+            outage_patience: DEFAULT_OUTAGE_PATIENCE,
         }
     }
 }
@@ -97,6 +107,7 @@ mod tests {
             base: Duration::from_millis(100),
             cap: Duration::from_secs(1),
             max_retry_after: Duration::from_secs(5),
+            outage_patience: Duration::ZERO,
         };
         for _ in 0..200 {
             assert!(p.delay(0, None) <= Duration::from_millis(100));

@@ -269,6 +269,7 @@ pub fn settings(server: &LlmServer) -> OpenAiSettings {
             base: Duration::from_millis(20),
             cap: Duration::from_millis(100),
             max_retry_after: Duration::from_secs(5),
+            outage_patience: Duration::ZERO,
         },
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
     }
