@@ -289,26 +289,13 @@ fn a_pilot_fills_in_and_stated_figures_win_over_it() {
         "a mode the pilot did not run is bounded"
     );
     assert!(e.cpu.is_none(), "the pilot has no CPU figure for repair");
-    let e = estimate(
-        &sweep(),
-        &[100, 100],
-        &speeds(),
-        FLEET,
-        Stated::default(),
-        Some(&pilot),
-    );
-    let g = e.unwrap().models[1].generation.clone().unwrap();
+    let g = of(Stated::default(), Some(&pilot)).models[1]
+        .generation
+        .clone()
+        .unwrap();
     assert_eq!(g.answer_tokens, figure(80.0, Source::Pilot));
     pilot.cpu_seconds = Mode::ALL.iter().map(|&m| (m, 0.01)).collect();
-    let e = estimate(
-        &sweep(),
-        &[100, 100],
-        &speeds(),
-        FLEET,
-        Stated::default(),
-        Some(&pilot),
-    );
-    let e = e.unwrap();
+    let e = of(Stated::default(), Some(&pilot));
     assert_eq!(e.pilot.as_deref(), Some("pilot"));
     let cpu = e.cpu.unwrap();
     assert!(cpu
