@@ -7,15 +7,19 @@ all-MiniLM-L6-v2 (BGE-large is not fetched here; PAPER.md's encoder is a setting
 
 Steps, each timed, results written to OUT as they come (log.txt; results.json at the end;
 table.md):
-1. a pilot: the same sweep on 1/PILOT of each dataset, its worker CPU seconds per scored
-   example read from /proc;
+1. a pilot: the same sweep on 1/PILOT, then on 2/PILOT of each dataset (other
+   examples); the machine's CPU seconds per scored example are the difference of the
+   two runs' CPU (/proc/stat) over the difference of their sizes, so what each run pays
+   once (every worker loading the parser and encoder) cancels out;
 2. `credence sweep plan --estimate` of the rehearsal from the pilot (answer tokens and
    self-repair calls measured, CPU stated from the pilot's CPU seconds);
 3. the rehearsal at 1/SCALE size (1 = the paper's 35,200 scored examples): `sweep launch
    --follow`, with every process's memory sampled; its wall time, jobs/s and rows/s;
 4. the ideal it is compared with: generation alone (`sweep plan --estimate` with the run
    itself as pilot: the time its generations take at the fleet's concurrency) and CPU
-   alone (the workers' CPU seconds over the cores); the overhead over the larger;
+   alone (the workers' CPU seconds over the cores); the overhead over the larger, and
+   the CPU seconds of every process during the run (workers, launcher, model servers,
+   PostgreSQL, RabbitMQ, this script);
 5. checks: every (model, dataset, mode, example) stored once, no failed or dead-lettered
    job, every generation made once (each server's answered requests = cached
    generations, faults aside);
@@ -51,6 +55,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Examples per job: the most requests a worker has in flight to one model.
+SHARD_SIZE = 25
 # (the sweep's model name, simulate-server flags, the speed `sweep plan` is told).
 # Gemini is an API, not a GPU: stated as 150 tokens/s per request, 64 at once at 4,800.
 MODELS = [
@@ -64,6 +70,40 @@ DATASETS = ["socialclaimsplit-100", "wikisplit-bench-100", "wikisplit-bench-1000
             "claimdecomp-bench-1000"]
 PG = os.environ.get("CREDENCE_REHEARSAL_PG", "postgres://postgres@127.0.0.1:5432")
 BROKER = os.environ.get("CREDENCE_REHEARSAL_BROKER", "amqp://guest:guest@127.0.0.1:5672/%2f")
+
+
+def proc_cpu(pid, children=False):
+    """CPU seconds of process `pid` (with `children`, also of its exited children it
+    waited for), or 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def services_cpu():
+    """CPU seconds so far of the services the rehearsal does not start: PostgreSQL (its
+    postmaster, the backends it reaped and the live ones) and RabbitMQ (beam.smp and its
+    children)."""
+    out = {"postgres": 0.0, "rabbitmq": 0.0}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            comm = (d / "comm").read_text().strip()
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if comm == "postgres":
+            # The postmaster counts its reaped backends; a live backend counts itself.
+            out["postgres"] += proc_cpu(d.name, children=ppid == 1)
+        elif comm.startswith("beam"):
+            out["rabbitmq"] += proc_cpu(d.name, children=True)
+    return out
 
 
 def machine_busy():
@@ -157,6 +197,8 @@ class Rehearsal:
         self.sampling = True
         self.results = {"scale": args.scale, "workers": args.workers, "cores": os.cpu_count()}
         self.failed = []
+        self.main_run = None
+        self.stopped_workers = 0  # by the faults
 
     # -- bookkeeping -------------------------------------------------------------------
     def log(self, text):
@@ -235,15 +277,17 @@ class Rehearsal:
             raise RuntimeError(f"psql {sql!r}: {p.stderr}")
         return p.stdout.strip()
 
-    def datasets(self, fraction, tag):
-        """The first ceil(n / fraction) examples of each dataset, in WORK/tag/."""
+    def datasets(self, fraction, tag, skip=0, times=1):
+        """`times` x ceil(n / fraction) examples of each dataset after the first `skip` x
+        ceil(n / fraction), in WORK/tag/."""
         folder = self.work / tag
         folder.mkdir(exist_ok=True)
         paths = {}
         for name in DATASETS:
             source = ROOT / "datasets" / f"{name}.jsonl"
             lines = source.read_text().splitlines(keepends=True)
-            keep = lines[: math.ceil(len(lines) / fraction)]
+            k = math.ceil(len(lines) / fraction)
+            keep = lines[skip * k: (skip + times) * k]
             target = folder / f"{name}.jsonl"
             target.write_text("".join(keep))
             paths[name] = target
@@ -255,7 +299,7 @@ class Rehearsal:
             "# Written by bench/rehearse_paper.py: sweeps/paper.toml's settings, each model a",
             "# credence simulate-server, the encoder all-MiniLM-L6-v2.",
             f'[sweep]\nname = "{name}"\nmodes = ["base", "repair", "self_repair", "all"]',
-            "shard_size = 25\n",
+            f"shard_size = {SHARD_SIZE}\n",
             '[encoder]\npreset = "all-MiniLM-L6-v2"\n',
             "[verifier]\ntau_dup = 0.92\nmin_epr = 1.0\nmax_iterations = 1\nmax_llm_calls = 1\n",
             "[bootstrap]\nresamples = 10000\nseed = 42\n",
@@ -320,17 +364,36 @@ class Rehearsal:
             self.worker(name, i)
         launch = ["sweep", "launch", str(sweep), "--follow", "--reap-every", "2"]
         busy_before = machine_busy()
+        services_before = services_cpu()
+        own_before = sum(os.times()[:2])
+        servers_before = {k: v for k, v in self.cpu.items() if k.startswith("server-")}
         started = time.monotonic()
         self.start(f"launch-{name}", launch)
         if faults:
             threading.Thread(target=faults, args=(name,), daemon=True).start()
-        code = self.procs[f"launch-{name}"].wait()
+        launcher = self.procs[f"launch-{name}"]
+        launcher_cpu = 0.0
+        while launcher.poll() is None:
+            launcher_cpu = proc_cpu(launcher.pid) or launcher_cpu
+            time.sleep(0.2)
+        code = launcher.returncode
         wall = time.monotonic() - started
-        busy = (machine_busy() - busy_before) / (wall * os.cpu_count())
+        busy_cpu = machine_busy() - busy_before
+        busy = busy_cpu / (wall * os.cpu_count())
         if code != 0:
             raise RuntimeError(f"sweep launch --follow of {name}: exit {code}")
+        services = services_cpu()
         time.sleep(1.0)  # one more sample of the workers' CPU seconds
         cpu = sum(v for k, v in self.cpu.items() if k.startswith(f"worker-{name}-"))
+        # Where the machine's CPU went during the run.
+        groups = {"workers": cpu, "launcher (sweep launch --follow)": launcher_cpu}
+        groups["model servers"] = sum(v - servers_before.get(k, 0.0)
+                                      for k, v in self.cpu.items() if k.startswith("server-"))
+        for k, v in services.items():
+            groups[k] = v - services_before[k]
+        groups["this script (sampling, polling)"] = sum(os.times()[:2]) - own_before
+        groups["machine (every process)"] = busy_cpu
+        self.results.setdefault("cpu_s", {})[name] = {k: round(v, 1) for k, v in groups.items()}
         for k in list(self.procs):
             if k.startswith(f"worker-{name}-"):
                 self.stop(k)
@@ -361,6 +424,7 @@ class Rehearsal:
             if share == 0.15:
                 victim = [k for k in self.procs if k.startswith(f"worker-{run}-0")][-1]
                 self.stop(victim, signal.SIGKILL)
+                self.stopped_workers += 1
                 self.worker(run, 0)
             elif share == 0.30:
                 subprocess.run(["rabbitmqctl", "stop_app"], capture_output=True, check=True)
@@ -372,6 +436,7 @@ class Rehearsal:
                 for i in range(1, min(3, a.workers)):
                     victim = [k for k in self.procs if k.startswith(f"worker-{run}-{i}")][-1]
                     self.stop(victim, signal.SIGTERM)
+                    self.stopped_workers += 1
                     self.worker(run, i)
                 time.sleep(max(0, a.db_outage - min(5, a.db_outage / 4)))
                 self.proxy.up()
@@ -429,19 +494,31 @@ class Rehearsal:
         sampler.start()
         try:
             self.servers()
-            # 1. The pilot.
-            pilot_sweep = self.sweep("pilot", self.datasets(a.pilot, "pilot"))
-            wall, cpu, _ = self.run("pilot", pilot_sweep)
-            pilot_scored = int(self.psql("SELECT count(*) FROM predictions WHERE run_id = 'pilot'",
-                                         self.db))
-            cpu_ms = 1000.0 * cpu / max(pilot_scored, 1)
-            self.results["pilot"] = {"scored": pilot_scored, "wall_s": wall,
-                                     "worker_cpu_s": cpu, "cpu_ms_per_scored": cpu_ms}
-            self.log(f"pilot: {pilot_scored} scored in {wall:.1f} s, {cpu_ms:.2f} CPU ms each")
+            # 1. The pilot: two runs, of 1/PILOT and 2/PILOT of each dataset (different
+            # examples, so neither finds the other's generations or embeddings cached).
+            # The CPU per scored example is the difference of their machine CPU over the
+            # difference of their sizes: what every run pays once (loading the parser
+            # and encoder in each worker, planning) cancels out.
+            pilots = {}
+            for run, skip, times in (("small-pilot", 0, 1), ("pilot", 1, 2)):
+                pilot_sweep = self.sweep(run, self.datasets(a.pilot, run, skip, times))
+                wall, cpu, _ = self.run(run, pilot_sweep)
+                scored = int(self.psql(
+                    f"SELECT count(*) FROM predictions WHERE run_id = '{run}'", self.db))
+                machine = self.results["cpu_s"][run]["machine (every process)"]
+                pilots[run] = {"scored": scored, "wall_s": wall, "worker_cpu_s": cpu,
+                               "machine_cpu_s": machine}
+                self.log(f"{run}: {scored} scored in {wall:.1f} s, machine CPU {machine:.1f} s")
+            small, big = pilots["small-pilot"], pilots["pilot"]
+            cpu_ms = 1000.0 * max(big["machine_cpu_s"] - small["machine_cpu_s"], 0.0) / max(
+                big["scored"] - small["scored"], 1)
+            self.results["pilot"] = {**pilots, "cpu_ms_per_scored": cpu_ms}
+            self.log(f"pilot: {cpu_ms:.2f} machine CPU ms per scored example")
             # 2. The estimate before the launch.
             name = "paper" if a.scale == 1 else f"paper-1-{a.scale}"
             paths = self.datasets(a.scale, "main")
             sweep = self.sweep(name, paths)
+            self.main_run = name
             self.expected_rows = len(MODELS) * 4 * sum(
                 len(p.read_text().splitlines()) for p in paths.values())
             before = self.estimate(sweep, "pilot", ["--cpu-ms", f"{cpu_ms:.4f}"])
@@ -463,6 +540,11 @@ class Rehearsal:
             self.results["generation_alone_s"] = generation
             self.results["cpu_alone_s"] = cpu_alone
             self.results["overhead"] = wall / max(generation, cpu_alone) - 1.0
+            # The same against every process's CPU (PostgreSQL, RabbitMQ, the servers
+            # and the launcher share the cores with the workers here).
+            machine_alone = self.results["cpu_s"][name]["machine (every process)"] / os.cpu_count()
+            self.results["machine_cpu_alone_s"] = machine_alone
+            self.results["overhead_machine"] = wall / max(generation, machine_alone) - 1.0
             self.results["estimate_error"] = before["wall_seconds"] / wall - 1.0
             self.results["timeline"] = self.timeline(name)
             self.checks(name, before_stats, after_stats)
@@ -538,8 +620,8 @@ class Rehearsal:
         # A worker that dies or is stopped while it holds completions it has not stored
         # (received as it was SIGKILLed; kept through the database outage when it was
         # SIGTERMed) loses them, and they are made again: at most its requests in flight
-        # to that model (one shard). The faults stop three workers.
-        lost = 3 * 25 if self.proxy else 0
+        # to that model (one shard).
+        lost = self.stopped_workers * SHARD_SIZE if self.proxy else 0
         for model in self.ports:
             answered = after[model]["answered"] - before[model]["answered"]
             made = self.cached(model) - self.cached_before[model]
@@ -619,8 +701,16 @@ class Rehearsal:
                 f"{r['generation_alone_s']:.1f} s")
             row("CPU alone (workers' CPU seconds / cores)", f"{r['cpu_alone_s']:.1f} s")
             row("overhead over the larger", f"{100 * r['overhead']:.1f}%")
+            row("machine CPU alone (every process's CPU seconds / cores)",
+                f"{r['machine_cpu_alone_s']:.1f} s")
+            row("overhead over the larger of generation and the machine's CPU alone",
+                f"{100 * r['overhead_machine']:.1f}%")
             row("machine CPU busy during the run (every process)",
                 f"{100 * r['machine_busy']:.0f}%")
+            split = r.get("cpu_s", {}).get(self.main_run, {})
+            if split:
+                row("CPU seconds during the run, by process",
+                    ", ".join(f"{k} {v:.1f}" for k, v in split.items()))
             row("estimate before launch (from the pilot)",
                 f"{est.get('wall_seconds', 0):.1f} s ({100 * r['estimate_error']:+.1f}% of the wall)")
             t = r.get("timeline", {})

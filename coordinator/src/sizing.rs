@@ -62,10 +62,7 @@ pub fn speeds(
             speeds.contains_key(&m.name),
             Measured::of_model_name(&m.name),
         ) {
-            speeds.insert(
-                m.name.clone(),
-                ServerSpeed::parse(measured.name()).map_err(anyhow::Error::msg)?,
-            );
+            speeds.insert(m.name.clone(), ServerSpeed::measured(measured));
         }
     }
     Ok(speeds)

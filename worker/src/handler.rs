@@ -140,6 +140,9 @@ pub struct JobHandler {
     decomposers: Mutex<HashMap<String, Arc<dyn Decomposer>>>,
     /// The scorer of each run seen so far.
     scorers: Mutex<HashMap<String, Arc<Scorer>>>,
+    /// One lock per model or run being loaded: the jobs that start together (one per
+    /// queue) wait for one load instead of each loading the same weights.
+    loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl JobHandler {
@@ -150,7 +153,14 @@ impl JobHandler {
             models: models.into_iter().collect(),
             decomposers: Mutex::new(HashMap::new()),
             scorers: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Held while `what` is loaded (and checked for again).
+    async fn load_guard(&self, what: String) -> tokio::sync::OwnedMutexGuard<()> {
+        let gate = lock(&self.loading).entry(what).or_default().clone();
+        gate.lock_owned().await
     }
 
     /// Registers an already loaded decomposer of `model` (which the handler then runs),
@@ -183,10 +193,18 @@ impl JobHandler {
                 model: job.model.clone(),
             });
         }
-        if let Some(d) = lock(&self.decomposers).get(&job.model) {
-            if d.fingerprint() == job.model_fingerprint {
-                return Ok(d.clone());
-            }
+        let loaded = || {
+            lock(&self.decomposers)
+                .get(&job.model)
+                .filter(|d| d.fingerprint() == job.model_fingerprint)
+                .cloned()
+        };
+        if let Some(d) = loaded() {
+            return Ok(d);
+        }
+        let _loading = self.load_guard(format!("model {}", job.model)).await;
+        if let Some(d) = loaded() {
+            return Ok(d);
         }
         let load_error = |message: String| JobError::Load {
             key: job.key.clone(),
@@ -213,8 +231,13 @@ impl JobHandler {
     /// The scorer of a job's run: the one given, or one loaded from the run's sweep (once
     /// per run and process).
     async fn scorer_for(&self, job: &Job, sweep: &SweepSpec) -> Result<Arc<Scorer>, JobError> {
-        if let Some(known) = lock(&self.scorers).get(&job.run_id) {
-            return Ok(known.clone());
+        let loaded = || lock(&self.scorers).get(&job.run_id).cloned();
+        if let Some(known) = loaded() {
+            return Ok(known);
+        }
+        let _loading = self.load_guard(format!("run {}", job.run_id)).await;
+        if let Some(known) = loaded() {
+            return Ok(known);
         }
         let (nlp, encoder, verifier) = (
             sweep.nlp.clone(),

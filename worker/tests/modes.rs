@@ -482,3 +482,67 @@ async fn an_empty_base_is_not_kept_by_the_gate() {
     assert_eq!(out.tier_calls, [1]);
     assert_eq!(server.requests(), 2);
 }
+
+/// The tiers reuse the shard's parses and add the texts they write
+/// (`ScoredShard::docs`): the repaired claims score as a fresh scoring of them does, and
+/// every source and final claim is among the shard's parses.
+#[tokio::test]
+async fn the_tiers_reuse_the_shard_s_parses_and_score_as_a_fresh_scoring() {
+    let Some(scorer) = scorer(false) else { return };
+    let examples = [
+        example(
+            "split",
+            "The bridge collapsed and the road was blocked.",
+            &["The bridge collapsed.", "The road was blocked."],
+        ),
+        example(
+            "pronoun",
+            "Marie Curie won the Nobel Prize in 1903, and she won it again in 1911.",
+            &[
+                "Marie Curie won the Nobel Prize in 1903.",
+                "Marie Curie won the Nobel Prize in 1911.",
+            ],
+        ),
+        example(
+            "pass",
+            "The museum opened in 1998.",
+            &["The museum opened in 1998."],
+        ),
+    ];
+    let base = [
+        claims(&["The bridge collapsed and the road was blocked."]),
+        claims(&[
+            "Marie Curie won the Nobel Prize in 1903.",
+            "She won it again in 1911.",
+        ]),
+        claims(&["The museum opened in 1998."]),
+    ];
+    for mode in [Mode::Repair, Mode::All] {
+        let out = run(&scorer, None, mode, &examples, &base).await;
+        assert_ne!(
+            out.claims[0], base[0],
+            "{mode:?}: the rule tier split the claim"
+        );
+        for (e, c) in examples.iter().zip(&out.claims) {
+            for text in std::iter::once(&e.text).chain(c) {
+                assert!(
+                    out.scored.docs.contains_key(text),
+                    "{mode:?}: {text:?} is not among the shard's parses"
+                );
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+        let inputs: Vec<ScoringInput<'_>> = examples
+            .iter()
+            .zip(&out.claims)
+            .map(|(e, c)| ScoringInput {
+                source: &e.text,
+                claims: c,
+                references: &e.references,
+            })
+            .collect();
+        let fresh = scorer.score(&store, &inputs).await.unwrap();
+        assert_eq!(out.scored.examples, fresh.examples, "{mode:?}");
+    }
+}

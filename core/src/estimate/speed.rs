@@ -111,6 +111,12 @@ pub struct ServerSpeed {
 }
 
 impl ServerSpeed {
+    /// `measured`'s server as it was measured: its batch limit, decode speeds and the
+    /// default time to first token.
+    pub fn measured(measured: Measured) -> ServerSpeed {
+        ServerSpeed::from_measured(measured, MEASURED_BATCH, None, None, DEFAULT_TTFT_S)
+    }
+
     /// A measured model's speeds at another batch limit and, where given, another speed
     /// alone or in a full batch. The measured slowdown per extra request is kept for what
     /// is not given: with only `decode_tps`, the full batch is `decode_tps` slowed as the
@@ -141,13 +147,7 @@ impl ServerSpeed {
     /// flight. The error says what was expected.
     pub fn parse(text: &str) -> Result<ServerSpeed, String> {
         if let Some(m) = Measured::parse(text) {
-            return Ok(ServerSpeed::from_measured(
-                m,
-                MEASURED_BATCH,
-                None,
-                None,
-                DEFAULT_TTFT_S,
-            ));
+            return Ok(ServerSpeed::measured(m));
         }
         let parts: Vec<&str> = text.split(':').collect();
         let number = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite());

@@ -29,11 +29,17 @@ impl Dialect {
         }
     }
 
-    /// A subquery yielding the strings of a JSON array bound at `placeholder`.
-    pub fn json_strings(self, placeholder: &str) -> String {
+    /// The condition that `column` is one of the strings of a JSON array bound at
+    /// `placeholder`. PostgreSQL gets them as an array (`= ANY`), which the planner
+    /// looks up in an index on `column`; as `IN (subquery)` it joins the subquery to
+    /// every row the other conditions leave (a cache lookup read the encoder's whole
+    /// cache).
+    pub fn in_json_strings(self, column: &str, placeholder: &str) -> String {
         match self {
-            Dialect::Sqlite => format!("SELECT value FROM json_each({placeholder})"),
-            Dialect::Postgres => format!("SELECT json_array_elements_text({placeholder}::json)"),
+            Dialect::Sqlite => format!("{column} IN (SELECT value FROM json_each({placeholder}))"),
+            Dialect::Postgres => format!(
+                "{column} = ANY(ARRAY(SELECT json_array_elements_text({placeholder}::json)))"
+            ),
         }
     }
 }

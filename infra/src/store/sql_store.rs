@@ -792,8 +792,8 @@ impl<DB: Engine> EmbeddingCache for SqlStore<DB> {
                 "embedding cache lookup",
                 Stmt::new(format!(
                     "SELECT text_sha256, vector FROM embedding_cache
-                     WHERE encoder_fingerprint = $1 AND text_sha256 IN ({})",
-                    DB::DIALECT.json_strings("$2")
+                     WHERE encoder_fingerprint = $1 AND {}",
+                    DB::DIALECT.in_json_strings("text_sha256", "$2")
                 ))
                 .bind(encoder_fingerprint)
                 .bind(to_json(&hashes)),

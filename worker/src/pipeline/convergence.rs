@@ -10,6 +10,7 @@ use credence_core::audit::PassPoint;
 use credence_core::{Claim, Example};
 use credence_infra::cache::EmbeddingCache;
 use credence_nlp::Doc;
+use std::collections::HashMap;
 
 /// Each example's figures after 0 (its `base` claims), 1, ..., `passes` rule passes:
 /// `result[e][k]`. Every pass is one pass of the tier (`max_iterations` = 1) on the
@@ -29,11 +30,11 @@ pub async fn trajectories(
         ..scorer.rule_repair.config().clone()
     });
     let tools = scorer.tools(cache);
-    let sources: Vec<Doc> = scorer
-        .nlp
-        .analyze_batch(&examples.iter().map(|e| e.text.clone()).collect::<Vec<_>>());
+    // Every text is parsed once over all the passes: the sources and base claims for
+    // the first scoring, then only what the tier writes.
+    let mut docs: HashMap<String, Doc> = HashMap::new();
     let mut claims: Vec<Vec<Claim>> = base.to_vec();
-    let mut scored = score(scorer, cache, examples, &claims).await?;
+    let mut scored = score(scorer, cache, examples, &claims, &mut docs).await?;
     let mut out: Vec<Vec<PassPoint>> = scored
         .iter()
         .map(|s| vec![point(s, false, false)])
@@ -46,18 +47,22 @@ pub async fn trajectories(
             if fixed[i] {
                 continue;
             }
-            let docs = scorer.nlp.analyze_batch(&claims[i]);
+            let source = scorer
+                .docs_of(&mut docs, std::slice::from_ref(&examples[i].text))
+                .remove(0);
+            let claim_docs = scorer.docs_of(&mut docs, &claims[i]);
             let outcome = tier
                 .repair(
                     &scorer.verifier,
-                    &sources[i],
+                    &source,
                     &claims[i],
-                    &docs,
+                    &claim_docs,
                     &scored[i].report,
                     &tools,
                 )
                 .await
                 .map_err(|e| ModeError::Rule(e.to_string()))?;
+            docs.extend(outcome.parsed);
             rolled_back[i] = outcome
                 .actions
                 .iter()
@@ -71,7 +76,7 @@ pub async fn trajectories(
         let subset_claims: Vec<Vec<Claim>> = which.iter().map(|&i| claims[i].clone()).collect();
         for (&i, s) in which
             .iter()
-            .zip(score(scorer, cache, &subset, &subset_claims).await?)
+            .zip(score(scorer, cache, &subset, &subset_claims, &mut docs).await?)
         {
             scored[i] = s;
         }
@@ -88,6 +93,7 @@ async fn score(
     cache: &dyn EmbeddingCache,
     examples: &[Example],
     claims: &[Vec<Claim>],
+    docs: &mut HashMap<String, Doc>,
 ) -> Result<Vec<super::scoring::Scored>, ModeError> {
     if examples.is_empty() {
         return Ok(Vec::new());
@@ -101,7 +107,11 @@ async fn score(
             references: &e.references,
         })
         .collect();
-    Ok(scorer.score(cache, &inputs).await?.examples)
+    let shard = scorer
+        .score_with(cache, &inputs, std::mem::take(docs))
+        .await?;
+    *docs = shard.docs;
+    Ok(shard.examples)
 }
 
 fn point(s: &super::scoring::Scored, changed: bool, rolled_back: bool) -> PassPoint {

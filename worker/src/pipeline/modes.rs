@@ -17,8 +17,8 @@ use super::repair::RepairAction;
 use super::scoring::{Scored, ScoredShard, Scorer, ScoringError, ScoringInput, StageSeconds};
 use super::verify::VerifierReport;
 use crate::decompose::LlmHandle;
+use credence_core::domain::Stage;
 use credence_core::domain::{Example, Mode};
-use credence_core::domain::{Stage, StageTimes};
 use credence_core::Claim;
 use credence_infra::cache::{EmbeddingCache, GenerationCache, NoCache};
 use credence_infra::observe::{JobObserver, NoObserver};
@@ -185,11 +185,9 @@ impl ModeRunner<'_> {
             Mode::Base | Mode::Verify => versions::BASE.to_string(),
             Mode::Repair => {
                 let all: Vec<usize> = (0..n).collect();
-                let mut times = std::mem::take(&mut scored.times);
                 let actions = self
-                    .rule_tier(examples, &mut claims, &scored, &mut times, &all)
+                    .rule_tier(examples, &mut claims, &mut scored, &all)
                     .await?;
-                scored.times = times;
                 for (i, a) in all.into_iter().zip(actions) {
                     traces[i] = Some(ModeTrace {
                         rule: Some(a),
@@ -238,11 +236,9 @@ impl ModeRunner<'_> {
                         opened.push(i);
                     }
                 }
-                let mut times = std::mem::take(&mut scored.times);
                 let actions = self
-                    .rule_tier(examples, &mut claims, &scored, &mut times, &opened)
+                    .rule_tier(examples, &mut claims, &mut scored, &opened)
                     .await?;
-                scored.times = times;
                 for (&i, a) in opened.iter().zip(actions) {
                     if let Some(t) = traces[i].as_mut() {
                         t.rule = Some(a);
@@ -288,21 +284,23 @@ impl ModeRunner<'_> {
     }
 
     /// The rule tier on the examples `which`, replacing their claims; the actions, in
-    /// the order of `which`.
+    /// the order of `which`. The texts it parses join the shard's parses.
     async fn rule_tier(
         &self,
         examples: &[Example],
         claims: &mut [Vec<Claim>],
-        scored: &ScoredShard,
-        times: &mut [StageTimes],
+        scored: &mut ScoredShard,
         which: &[usize],
     ) -> Result<Vec<Vec<RepairAction>>, ModeError> {
         let tools = self.scorer.tools(self.embeddings);
         let mut actions = Vec::with_capacity(which.len());
         for &i in which {
             let clock = Instant::now();
-            let source = self.scorer.nlp.analyze(&examples[i].text);
-            let docs = self.scorer.nlp.analyze_batch(&claims[i]);
+            let source = self
+                .scorer
+                .docs_of(&mut scored.docs, std::slice::from_ref(&examples[i].text))
+                .remove(0);
+            let docs = self.scorer.docs_of(&mut scored.docs, &claims[i]);
             let out = self
                 .scorer
                 .rule_repair
@@ -318,7 +316,8 @@ impl ModeRunner<'_> {
                 .map_err(|e| ModeError::Rule(e.to_string()))?;
             claims[i] = out.claims;
             actions.push(out.actions);
-            times[i].add(Stage::Repair, clock.elapsed().as_secs_f64());
+            scored.docs.extend(out.parsed);
+            scored.times[i].add(Stage::Repair, clock.elapsed().as_secs_f64());
         }
         Ok(actions)
     }
@@ -435,7 +434,12 @@ impl ModeRunner<'_> {
                 references: &examples[i].references,
             })
             .collect();
-        let again = self.scorer.score(self.embeddings, &inputs).await?;
+        let docs = std::mem::take(&mut scored.docs);
+        let again = self
+            .scorer
+            .score_with(self.embeddings, &inputs, docs)
+            .await?;
+        scored.docs = again.docs;
         for ((&i, s), t) in which.iter().zip(again.examples).zip(&again.times) {
             scored.examples[i] = s;
             scored.times[i].add_all(t);

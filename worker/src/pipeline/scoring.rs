@@ -67,6 +67,9 @@ pub struct ScoredShard {
     /// Seconds per example and stage: parsing and embedding (done for the shard at
     /// once) in even shares, verifying and the metrics as each example took them.
     pub times: Vec<StageTimes>,
+    /// The parse of every source and claim text scored, so the tiers and their
+    /// re-scoring parse only the texts they make ([`Scorer::score_with`]).
+    pub docs: HashMap<String, Doc>,
 }
 
 /// Why scoring failed.
@@ -195,8 +198,19 @@ impl Scorer {
         cache: &dyn EmbeddingCache,
         inputs: &[ScoringInput<'_>],
     ) -> Result<ScoredShard, ScoringError> {
+        self.score_with(cache, inputs, HashMap::new()).await
+    }
+
+    /// [`Scorer::score`] with the parses in `docs` taken as they are: only the texts
+    /// it lacks are parsed (the returned shard holds them all).
+    pub async fn score_with(
+        &self,
+        cache: &dyn EmbeddingCache,
+        inputs: &[ScoringInput<'_>],
+        docs: HashMap<String, Doc>,
+    ) -> Result<ScoredShard, ScoringError> {
         let clock = Instant::now();
-        let docs = self.parse_distinct(inputs).await?;
+        let docs = self.parse_missing(inputs, docs).await?;
         let parse = clock.elapsed().as_secs_f64();
         let clock = Instant::now();
         let vectors = match &self.encoder {
@@ -264,31 +278,54 @@ impl Scorer {
                 verify: clock.elapsed().as_secs_f64(),
             },
             times,
+            docs,
         })
     }
 
-    /// Each distinct source and claim text parsed once, on a blocking thread.
-    async fn parse_distinct(
+    /// `docs` with each distinct source and claim text it lacks parsed once, on a
+    /// blocking thread.
+    async fn parse_missing(
         &self,
         inputs: &[ScoringInput<'_>],
+        mut docs: HashMap<String, Doc>,
     ) -> Result<HashMap<String, Doc>, ScoringError> {
         let mut texts: Vec<String> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for input in inputs {
             for t in std::iter::once(input.source).chain(input.claims.iter().map(String::as_str)) {
-                if seen.insert(t) {
+                if !docs.contains_key(t) && seen.insert(t) {
                     texts.push(t.to_string());
                 }
             }
         }
+        if texts.is_empty() {
+            return Ok(docs);
+        }
         let nlp = self.nlp.clone();
-        let docs = tokio::task::spawn_blocking(move || {
-            let docs = nlp.analyze_batch(&texts);
-            texts.into_iter().zip(docs).collect::<HashMap<_, _>>()
+        let parsed = tokio::task::spawn_blocking(move || {
+            let parsed = nlp.analyze_batch(&texts);
+            texts.into_iter().zip(parsed).collect::<Vec<_>>()
         })
         .await
         .map_err(|e| ScoringError::Parse(e.to_string()))?;
+        docs.extend(parsed);
         Ok(docs)
+    }
+
+    /// The parses of `texts`, from `docs` where it has them, the rest parsed here (on
+    /// this thread) and added to it.
+    pub fn docs_of(&self, docs: &mut HashMap<String, Doc>, texts: &[String]) -> Vec<Doc> {
+        let missing: Vec<&String> = texts
+            .iter()
+            .filter(|t| !docs.contains_key(t.as_str()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !missing.is_empty() {
+            let parsed = self.nlp.analyze_batch(&missing);
+            docs.extend(missing.into_iter().cloned().zip(parsed));
+        }
+        texts.iter().map(|t| docs[t.as_str()].clone()).collect()
     }
 }
 

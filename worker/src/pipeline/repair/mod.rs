@@ -133,6 +133,9 @@ pub struct RepairOutcome {
     pub actions: Vec<RepairAction>,
     /// Passes run (a pass that changes nothing ends the loop).
     pub passes: u32,
+    /// The parse of every text the tier saw (its input claims, their parts, the
+    /// repaired claims), so whoever scores the repaired claims parses nothing again.
+    pub parsed: HashMap<String, Doc>,
 }
 
 /// The rule tier.
@@ -313,6 +316,7 @@ impl RuleRepair {
             claims,
             actions,
             passes,
+            parsed: parses.docs,
         })
     }
 }
