@@ -357,9 +357,12 @@ class Rehearsal:
                          "--worker-id", f"{name}-{i}-{n}"])
         return key
 
-    def run(self, name, sweep, faults=None):
+    def run(self, name, sweep, faults=None, label=None):
         """Launches `sweep` with the workers and follows it to the end; the wall time and
-        the workers' CPU seconds. `faults(name)` runs beside it."""
+        the CPU seconds of the workers this call started (their replacements included).
+        `faults(name)` runs beside it; its CPU figures are kept under `label` (the run's
+        name by default)."""
+        earlier = set(self.procs)
         for i in range(self.args.workers):
             self.worker(name, i)
         launch = ["sweep", "launch", str(sweep), "--follow", "--reap-every", "2"]
@@ -384,7 +387,8 @@ class Rehearsal:
             raise RuntimeError(f"sweep launch --follow of {name}: exit {code}")
         services = services_cpu()
         time.sleep(1.0)  # one more sample of the workers' CPU seconds
-        cpu = sum(v for k, v in self.cpu.items() if k.startswith(f"worker-{name}-"))
+        mine = [k for k in self.procs if k.startswith(f"worker-{name}-") and k not in earlier]
+        cpu = sum(self.cpu.get(k, 0.0) for k in mine)
         # Where the machine's CPU went during the run.
         groups = {"workers": cpu, "launcher (sweep launch --follow)": launcher_cpu}
         groups["model servers"] = sum(v - servers_before.get(k, 0.0)
@@ -393,10 +397,10 @@ class Rehearsal:
             groups[k] = v - services_before[k]
         groups["this script (sampling, polling)"] = sum(os.times()[:2]) - own_before
         groups["machine (every process)"] = busy_cpu
-        self.results.setdefault("cpu_s", {})[name] = {k: round(v, 1) for k, v in groups.items()}
-        for k in list(self.procs):
-            if k.startswith(f"worker-{name}-"):
-                self.stop(k)
+        self.results.setdefault("cpu_s", {})[label or name] = {
+            k: round(v, 1) for k, v in groups.items()}
+        for k in mine:
+            self.stop(k)
         return wall, cpu, busy
 
     def progress(self, run):
@@ -578,7 +582,7 @@ class Rehearsal:
         try:
             before = self.server_stats()
             self.cached_before = {m: 0 for m in self.ports}
-            wall, _, _ = self.run(name, sweep, faults=self.faults)
+            wall, _, _ = self.run(name, sweep, faults=self.faults, label=f"{name} (faulted)")
             after = self.server_stats()
             self.results["faulted_wall_s"] = wall
             self.log(f"faulted run: {wall:.1f} s")

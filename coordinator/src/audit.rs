@@ -15,9 +15,11 @@ use credence_core::audit::{self, ConvergenceRow, GatingRow};
 use credence_core::domain::Mode;
 use credence_core::sweep::SweepSpec;
 use credence_core::Example;
+use credence_infra::cache::MemoEmbeddings;
 use credence_infra::store::Store;
 use credence_worker::pipeline::convergence;
 use credence_worker::pipeline::scoring::Scorer;
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// The gating audit of a run: per model x dataset, per model and overall.
@@ -79,8 +81,19 @@ pub async fn convergence_rows(
     })
     .await?
     .context("loading the run's parser and encoder")?;
-    let mut rows: Vec<ConvergenceRow> = Vec::new();
-    for (model, dataset) in groups {
+    // The models of a dataset share its sentences (and often claims): the groups run
+    // dataset by dataset, each text parsed and its embedding looked up once per dataset.
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by_key(|&g| &groups[g].1);
+    let mut rows: Vec<Option<ConvergenceRow>> = groups.iter().map(|_| None).collect();
+    let mut docs = HashMap::new();
+    let mut cache = MemoEmbeddings::new(store);
+    for (k, &g) in order.iter().enumerate() {
+        let (model, dataset) = &groups[g];
+        if k > 0 && groups[order[k - 1]].1 != *dataset {
+            docs = HashMap::new();
+            cache = MemoEmbeddings::new(store);
+        }
         let in_group = |o: &&StoredOutput| &o.model == model && &o.dataset == dataset;
         let base: Vec<&StoredOutput> = outputs
             .iter()
@@ -101,20 +114,27 @@ pub async fn convergence_rows(
         if progress {
             eprint!("{model} / {dataset}: {} examples, pass", examples.len());
         }
-        let trajectories =
-            convergence::trajectories(&scorer, store, &examples, &claims, passes, |pass| {
+        let trajectories = convergence::trajectories(
+            &scorer,
+            &cache,
+            &mut docs,
+            &examples,
+            &claims,
+            passes,
+            |pass| {
                 if progress {
                     eprint!(" {pass}")
                 }
-            })
-            .await
-            .with_context(|| format!("repairing {model} / {dataset}"))?;
+            },
+        )
+        .await
+        .with_context(|| format!("repairing {model} / {dataset}"))?;
         if progress {
             eprintln!(" ({:.1} s)", clock.elapsed().as_secs_f64());
         }
         let ids: Vec<String> = examples.iter().map(|e| e.id.clone()).collect();
         let mine: Vec<StoredOutput> = outputs.iter().filter(in_group).cloned().collect();
-        rows.push(audit::convergence(
+        rows[g] = Some(audit::convergence(
             model,
             dataset,
             &ids,
@@ -123,7 +143,7 @@ pub async fn convergence_rows(
             sweep.verifier.max_iterations,
         ));
     }
-    Ok(rows)
+    Ok(rows.into_iter().flatten().collect())
 }
 
 /// The model x dataset pairs with base outputs, in stored order, filtered.

@@ -92,16 +92,10 @@ async fn run(
 ) -> ModeOutcome {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
-    let inputs: Vec<ScoringInput<'_>> = examples
-        .iter()
-        .zip(base)
-        .map(|(e, c)| ScoringInput {
-            source: &e.text,
-            claims: c,
-            references: &e.references,
-        })
-        .collect();
-    let scored = scorer.score(&store, &inputs).await.unwrap();
+    let scored = scorer
+        .score(&store, &scoring_inputs(examples, base))
+        .await
+        .unwrap();
     let runner = ModeRunner {
         scorer,
         embeddings: &store,
@@ -111,6 +105,19 @@ async fn run(
         model: "test",
     };
     runner.run(mode, examples, base, scored).await.unwrap()
+}
+
+/// Each example's source and references with its claims.
+fn scoring_inputs<'a>(examples: &'a [Example], claims: &'a [Vec<String>]) -> Vec<ScoringInput<'a>> {
+    examples
+        .iter()
+        .zip(claims)
+        .map(|(e, c)| ScoringInput {
+            source: &e.text,
+            claims: c,
+            references: &e.references,
+        })
+        .collect()
 }
 
 fn claims(items: &[&str]) -> Vec<String> {
@@ -533,16 +540,10 @@ async fn the_tiers_reuse_the_shard_s_parses_and_score_as_a_fresh_scoring() {
         }
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
-        let inputs: Vec<ScoringInput<'_>> = examples
-            .iter()
-            .zip(&out.claims)
-            .map(|(e, c)| ScoringInput {
-                source: &e.text,
-                claims: c,
-                references: &e.references,
-            })
-            .collect();
-        let fresh = scorer.score(&store, &inputs).await.unwrap();
+        let fresh = scorer
+            .score(&store, &scoring_inputs(&examples, &out.claims))
+            .await
+            .unwrap();
         assert_eq!(out.scored.examples, fresh.examples, "{mode:?}");
     }
 }

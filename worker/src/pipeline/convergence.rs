@@ -16,10 +16,13 @@ use std::collections::HashMap;
 /// `result[e][k]`. Every pass is one pass of the tier (`max_iterations` = 1) on the
 /// previous pass's claims, with the sweep's split options; an example whose pass changed
 /// nothing is at a fixed point and is not repaired again (the tier is deterministic).
-/// `progress` is called after each pass with its number.
+/// `progress` is called after each pass with its number. `docs` holds the parses known
+/// so far; every text parsed here joins them (each text is parsed once over the passes,
+/// and over the calls that share `docs`).
 pub async fn trajectories(
     scorer: &Scorer,
     cache: &dyn EmbeddingCache,
+    docs: &mut HashMap<String, Doc>,
     examples: &[Example],
     base: &[Vec<Claim>],
     passes: u32,
@@ -30,11 +33,8 @@ pub async fn trajectories(
         ..scorer.rule_repair.config().clone()
     });
     let tools = scorer.tools(cache);
-    // Every text is parsed once over all the passes: the sources and base claims for
-    // the first scoring, then only what the tier writes.
-    let mut docs: HashMap<String, Doc> = HashMap::new();
     let mut claims: Vec<Vec<Claim>> = base.to_vec();
-    let mut scored = score(scorer, cache, examples, &claims, &mut docs).await?;
+    let mut scored = score(scorer, cache, examples, &claims, docs).await?;
     let mut out: Vec<Vec<PassPoint>> = scored
         .iter()
         .map(|s| vec![point(s, false, false)])
@@ -48,9 +48,9 @@ pub async fn trajectories(
                 continue;
             }
             let source = scorer
-                .docs_of(&mut docs, std::slice::from_ref(&examples[i].text))
+                .docs_of(docs, std::slice::from_ref(&examples[i].text))
                 .remove(0);
-            let claim_docs = scorer.docs_of(&mut docs, &claims[i]);
+            let claim_docs = scorer.docs_of(docs, &claims[i]);
             let outcome = tier
                 .repair(
                     &scorer.verifier,
@@ -76,7 +76,7 @@ pub async fn trajectories(
         let subset_claims: Vec<Vec<Claim>> = which.iter().map(|&i| claims[i].clone()).collect();
         for (&i, s) in which
             .iter()
-            .zip(score(scorer, cache, &subset, &subset_claims, &mut docs).await?)
+            .zip(score(scorer, cache, &subset, &subset_claims, docs).await?)
         {
             scored[i] = s;
         }
