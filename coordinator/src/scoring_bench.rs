@@ -112,15 +112,7 @@ pub async fn run(opts: &ScoringBenchOptions) -> anyhow::Result<ScoringBenchRepor
     .await??;
     let dir = tempfile::tempdir().context("a temporary folder for the cache")?;
     let store = SqliteStore::open(&dir.path().join("cache.db")).await?;
-    let inputs: Vec<ScoringInput<'_>> = examples
-        .iter()
-        .zip(&claims)
-        .map(|(e, c)| ScoringInput {
-            source: &e.text,
-            claims: c,
-            references: &e.references,
-        })
-        .collect();
+    let inputs = ScoringInput::of_examples(&examples, &claims);
     let mut passes = Vec::new();
     let mut verified = (0usize, 0usize);
     for name in ["cold", "warm"] {

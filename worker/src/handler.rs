@@ -296,7 +296,10 @@ impl JobHandler {
         let base_claims: Vec<Vec<Claim>> = bases.iter().map(|b| b.claims.clone()).collect();
         let embeddings = ObservedEmbeddings::new(caches, observer);
         let scored_base = scorer
-            .score(&embeddings, &scoring_inputs(examples, &base_claims))
+            .score(
+                &embeddings,
+                &ScoringInput::of_examples(examples, &base_claims),
+            )
             .await
             .map_err(score_error)?;
         let runner = ModeRunner {
@@ -410,18 +413,6 @@ pub async fn decompose_shard(
 }
 
 /// The scoring inputs of a shard's examples with one claim list each.
-fn scoring_inputs<'a>(examples: &'a [Example], claims: &'a [Vec<Claim>]) -> Vec<ScoringInput<'a>> {
-    examples
-        .iter()
-        .zip(claims)
-        .map(|(ex, c)| ScoringInput {
-            source: &ex.text,
-            claims: c,
-            references: &ex.references,
-        })
-        .collect()
-}
-
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ScoringError> {
     serde_json::to_string(value).map_err(|e| ScoringError::Report(e.to_string()))
 }

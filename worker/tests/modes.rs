@@ -93,7 +93,7 @@ async fn run(
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
     let scored = scorer
-        .score(&store, &scoring_inputs(examples, base))
+        .score(&store, &ScoringInput::of_examples(examples, base))
         .await
         .unwrap();
     let runner = ModeRunner {
@@ -105,19 +105,6 @@ async fn run(
         model: "test",
     };
     runner.run(mode, examples, base, scored).await.unwrap()
-}
-
-/// Each example's source and references with its claims.
-fn scoring_inputs<'a>(examples: &'a [Example], claims: &'a [Vec<String>]) -> Vec<ScoringInput<'a>> {
-    examples
-        .iter()
-        .zip(claims)
-        .map(|(e, c)| ScoringInput {
-            source: &e.text,
-            claims: c,
-            references: &e.references,
-        })
-        .collect()
 }
 
 fn claims(items: &[&str]) -> Vec<String> {
@@ -541,7 +528,7 @@ async fn the_tiers_reuse_the_shard_s_parses_and_score_as_a_fresh_scoring() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
         let fresh = scorer
-            .score(&store, &scoring_inputs(&examples, &out.claims))
+            .score(&store, &ScoringInput::of_examples(&examples, &out.claims))
             .await
             .unwrap();
         assert_eq!(out.scored.examples, fresh.examples, "{mode:?}");

@@ -76,15 +76,7 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
         &VerifierSettings::default(),
     )
     .expect("the scorer loads");
-    let inputs: Vec<ScoringInput<'_>> = examples
-        .iter()
-        .zip(&lists)
-        .map(|(e, c)| ScoringInput {
-            source: &e.text,
-            claims: c,
-            references: &e.references,
-        })
-        .collect();
+    let inputs = ScoringInput::of_examples(&examples, &lists);
     // The embedding cache a sweep scores through (its SQLite store): the rule tier then
     // embeds only the claims it writes, as in a run, instead of every list again.
     let dir = tempfile::tempdir().unwrap();

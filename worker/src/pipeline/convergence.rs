@@ -98,15 +98,7 @@ async fn score(
     if examples.is_empty() {
         return Ok(Vec::new());
     }
-    let inputs: Vec<ScoringInput<'_>> = examples
-        .iter()
-        .zip(claims)
-        .map(|(e, c)| ScoringInput {
-            source: &e.text,
-            claims: c,
-            references: &e.references,
-        })
-        .collect();
+    let inputs = ScoringInput::of_examples(examples, claims);
     let shard = scorer
         .score_with(cache, &inputs, std::mem::take(docs))
         .await?;

@@ -15,7 +15,7 @@ use credence_core::matching::semantic::{
 };
 use credence_core::matching::soft_f1::{jaccard_f1, SoftF1};
 use credence_core::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
-use credence_core::Claim;
+use credence_core::{Claim, Example};
 use credence_infra::cache::EmbeddingCache;
 use credence_nlp::{Doc, Nlp, NlpError};
 use std::collections::HashMap;
@@ -35,6 +35,21 @@ pub struct ScoringInput<'a> {
     pub claims: &'a [Claim],
     /// The reference claims.
     pub references: &'a [String],
+}
+
+impl<'a> ScoringInput<'a> {
+    /// One input per example: its source and references with its claims in `claims`.
+    pub fn of_examples(examples: &'a [Example], claims: &'a [Vec<Claim>]) -> Vec<Self> {
+        examples
+            .iter()
+            .zip(claims)
+            .map(|(e, c)| ScoringInput {
+                source: &e.text,
+                claims: c,
+                references: &e.references,
+            })
+            .collect()
+    }
 }
 
 /// The metrics of one example and the verifier's report they came from.
