@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 
 /// Every credence process allocates with mimalloc. With glibc's malloc a worker's peak
 /// memory grew with the length of a run (its per-thread arenas fragment): 306-331 MiB at
-/// 1/10 of the paper's sweep and 403-415 MiB at full size (+25%); with mimalloc 372-374
-/// and 393-404 MiB (+8%), lower at full size, on the same machine in one session
+/// 1/10 of the paper's sweep and 403-415 MiB at full size (+25%); with mimalloc 349-364
+/// and 390-395 MiB (+8.6%), lower at full size, on the same machine in one session
 /// (`bench/rehearse-paper.sh`, ARCHITECTURE.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
