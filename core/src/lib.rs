@@ -4,12 +4,14 @@
 //! matches claims to references and to each other ([`matching`]: soft-F1, Jaccard,
 //! Semantic-F1's ablations, RR, difflib, the Hungarian assignment), the bootstrap
 //! statistics ([`stats`]) and what an aggregation computes with them ([`aggregation`]),
-//! the audits' and the timing table's arithmetic ([`audit`], [`timing`]), a sweep's job
+//! the audits' and the timing table's arithmetic ([`audit`], [`timing`]), downstream
+//! fact-checking's verdicts and metrics ([`afc`]), a sweep's job
 //! counts and time estimate ([`estimate`]), text rules that need no model (tier-1
 //! entities in [`entities`], sentence boundaries in [`sentences`], the paper's word lists
 //! in [`lexicon`]) and the benchmark builders ([`builders`]). No database, queue, network or async runtime: those are
 //! `credence-infra`'s. Nothing here loads a model.
 
+pub mod afc;
 pub mod aggregation;
 pub mod audit;
 pub mod builders;

@@ -8,6 +8,7 @@
 
 pub mod limit;
 pub mod local;
+pub mod nli;
 pub mod once;
 pub mod openai;
 pub mod prompt;

@@ -110,7 +110,7 @@ pub fn parse(kind: PromptKind, completion: &str) -> Parsed {
 }
 
 /// The part of a completion that answers: `\n` line endings, no reasoning, no fence lines.
-fn answer_text(completion: &str) -> String {
+pub(crate) fn answer_text(completion: &str) -> String {
     let text = completion.replace("\r\n", "\n").replace('\r', "\n");
     let text = strip_reasoning(&text);
     // Fence lines are dropped wherever they are, not only as the first and last line:
