@@ -169,7 +169,18 @@ impl ListState {
             Some("desc") => true,
             Some(d) => return Err(format!("dir={d:?}: expected asc or desc")),
         };
+        // The mode whose prediction stands for a listed example: the filtered one, else
+        // base under "worse than base" (compared with every mode), else the sorted one
+        // (each then reads its own row).
+        let sorted_mode = match &sort {
+            SortKey::Metric { mode, .. } | SortKey::LlmCalls(mode) | SortKey::Seconds(mode) => {
+                Some(*mode)
+            }
+            SortKey::Position | SortKey::ExampleId => None,
+        };
         let anchor = mode
+            .or(worse_than_base.as_ref().map(|_| Mode::Base))
+            .or(sorted_mode)
             .or_else(|| modes.first().copied())
             .ok_or("the run has no modes")?;
         Ok(ExampleQuery {

@@ -10,7 +10,7 @@
 //! `metric_values` by name, so a metric added to the list can be filtered with no
 //! change here.
 
-use super::sql::{Engine, SqlValue, Stmt};
+use super::sql::{Dialect, Engine, SqlValue, Stmt};
 use super::sql_store::SqlStore;
 use super::{Store, StoreError};
 use async_trait::async_trait;
@@ -247,97 +247,172 @@ pub trait ExampleBrowser: Store {
 const SAME_EXAMPLE: &str = "q.run_id = p.run_id AND q.model = p.model AND q.dataset = p.dataset
        AND q.example_id = p.example_id";
 
+/// The listed row's job and example (its position and text).
+const JOINS: &str = "
+         JOIN jobs j ON j.job_key = p.job_key
+         JOIN examples e ON e.dataset_hash = j.dataset_hash AND e.example_id = p.example_id";
+
 /// Binds `value` as the next placeholder of `values`; returns the placeholder.
 fn push(values: &mut Vec<SqlValue>, value: impl Into<SqlValue>) -> String {
     values.push(value.into());
     format!("${}", values.len())
 }
 
-/// The listed rows' `FROM ... WHERE`, its values from `$1`, and the sort expression.
-fn list_from(query: &ExampleQuery) -> (String, Vec<SqlValue>, Option<String>) {
+/// The listed rows' `FROM ... WHERE`, its values from `$1` (then the sort's), the sort
+/// expression, and how many of the values are the filters'.
+fn list_from(query: &ExampleQuery) -> (String, Vec<SqlValue>, Option<String>, usize) {
     let mut values: Vec<SqlValue> = vec![query.run.clone().into(), query.anchor.as_str().into()];
-    let mut sql = String::from(
-        "FROM predictions p
-         JOIN jobs j ON j.job_key = p.job_key
-         JOIN examples e ON e.dataset_hash = j.dataset_hash AND e.example_id = p.example_id
-         WHERE p.run_id = $1 AND p.mode = $2",
-    );
+    let mut sql = format!("FROM predictions p{JOINS} WHERE p.run_id = $1 AND p.mode = $2");
     if let Some(d) = &query.dataset {
         sql.push_str(&format!(" AND p.dataset = {}", push(&mut values, d)));
     }
     if let Some(m) = &query.model {
         sql.push_str(&format!(" AND p.model = {}", push(&mut values, m)));
     }
-    let in_mode = |values: &mut Vec<SqlValue>| match query.mode {
-        Some(mode) => format!(" AND q.mode = {}", push(values, mode.as_str())),
-        None => String::new(),
-    };
+    // A listed row is the anchor mode's prediction `p`: what concerns that mode reads
+    // `p`'s own values (one index lookup per row), other modes go through `q`.
+    let anchor = query.anchor;
     if let Some(check) = query.check {
         let (metric, condition) = check.condition();
-        let modes = in_mode(&mut values);
         let at = push(&mut values, metric);
-        sql.push_str(&format!(
-            " AND EXISTS (SELECT 1 FROM predictions q
+        let sub = match query.mode {
+            Some(m) if m == anchor => format!(
+                "SELECT 1 FROM metric_values v
+                 WHERE v.job_key = p.job_key AND v.example_id = p.example_id
+                   AND v.metric = {at} AND {condition}"
+            ),
+            Some(m) => {
+                let mode = push(&mut values, m.as_str());
+                format!(
+                    "SELECT 1 FROM predictions q
+                     JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
+                     WHERE {SAME_EXAMPLE} AND q.mode = {mode} AND v.metric = {at} AND {condition}"
+                )
+            }
+            None => format!(
+                "SELECT 1 FROM predictions q
                  JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
-                 WHERE {SAME_EXAMPLE}{modes} AND v.metric = {at} AND {condition})"
-        ));
+                 WHERE {SAME_EXAMPLE} AND v.metric = {at} AND {condition}"
+            ),
+        };
+        sql.push_str(&format!(" AND EXISTS ({sub})"));
     }
     if let Some(metric) = &query.worse_than_base {
         let worse = match ExampleMetrics::def(metric).and_then(|d| d.presentation.better) {
             Some(Better::Lower) => ">",
             _ => "<",
         };
-        let modes = in_mode(&mut values);
         let at = push(&mut values, metric);
-        sql.push_str(&format!(
-            " AND EXISTS (SELECT 1 FROM predictions q
+        let sub = match query.mode {
+            // The mode's own value `v` against base's `w`.
+            Some(m) if m == anchor => format!(
+                "SELECT 1 FROM metric_values v
+                 JOIN predictions b ON b.run_id = p.run_id AND b.model = p.model
+                      AND b.dataset = p.dataset AND b.example_id = p.example_id AND b.mode = 'base'
+                 JOIN metric_values w ON w.job_key = b.job_key AND w.example_id = b.example_id
+                      AND w.metric = v.metric
+                 WHERE v.job_key = p.job_key AND v.example_id = p.example_id
+                   AND v.metric = {at} AND v.value {worse} w.value"
+            ),
+            Some(m) => {
+                let mode = push(&mut values, m.as_str());
+                format!(
+                    "SELECT 1 FROM predictions q
+                     JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
+                     JOIN predictions b ON b.run_id = q.run_id AND b.model = q.model
+                          AND b.dataset = q.dataset AND b.example_id = q.example_id
+                          AND b.mode = 'base'
+                     JOIN metric_values w ON w.job_key = b.job_key AND w.example_id = b.example_id
+                          AND w.metric = v.metric
+                     WHERE {SAME_EXAMPLE} AND q.mode = {mode} AND v.metric = {at}
+                       AND v.value {worse} w.value"
+                )
+            }
+            // Any mode: the row is base's when the caller anchors there (`w` is `p`'s).
+            None if anchor == Mode::Base => format!(
+                "SELECT 1 FROM metric_values w
+                 JOIN predictions q ON {SAME_EXAMPLE} AND q.mode <> 'base'
+                 JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
+                      AND v.metric = w.metric
+                 WHERE w.job_key = p.job_key AND w.example_id = p.example_id
+                   AND w.metric = {at} AND v.value {worse} w.value"
+            ),
+            None => format!(
+                "SELECT 1 FROM predictions q
                  JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
                  JOIN predictions b ON b.run_id = q.run_id AND b.model = q.model
                       AND b.dataset = q.dataset AND b.example_id = q.example_id AND b.mode = 'base'
                  JOIN metric_values w ON w.job_key = b.job_key AND w.example_id = b.example_id
                       AND w.metric = v.metric
-                 WHERE {SAME_EXAMPLE}{modes} AND q.mode <> 'base' AND v.metric = {at}
-                   AND v.value {worse} w.value)"
-        ));
+                 WHERE {SAME_EXAMPLE} AND q.mode <> 'base' AND v.metric = {at}
+                   AND v.value {worse} w.value"
+            ),
+        };
+        sql.push_str(&format!(" AND EXISTS ({sub})"));
     }
+    // The sort's values come last, so that the count can leave them out.
+    let filters = values.len();
+    let of_mode = |values: &mut Vec<SqlValue>, m: Mode, own: &str, other: &str| {
+        if m == anchor {
+            own.to_string()
+        } else {
+            let mode = push(values, m.as_str());
+            format!("{other} AND q.mode = {mode})")
+        }
+    };
     let sort = match &query.sort {
         SortKey::Position | SortKey::ExampleId => None,
         SortKey::Metric { metric, mode } => {
-            let mode = push(&mut values, mode.as_str());
             let metric = push(&mut values, metric);
-            Some(format!(
-                "(SELECT v.value FROM predictions q
-                   JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
-                  WHERE {SAME_EXAMPLE} AND q.mode = {mode} AND v.metric = {metric})"
+            Some(of_mode(
+                &mut values,
+                *mode,
+                &format!(
+                    "(SELECT v.value FROM metric_values v
+                       WHERE v.job_key = p.job_key AND v.example_id = p.example_id
+                         AND v.metric = {metric})"
+                ),
+                &format!(
+                    "(SELECT v.value FROM predictions q
+                       JOIN metric_values v ON v.job_key = q.job_key AND v.example_id = q.example_id
+                      WHERE {SAME_EXAMPLE} AND v.metric = {metric}"
+                ),
             ))
         }
-        SortKey::LlmCalls(mode) => {
-            let mode = push(&mut values, mode.as_str());
-            Some(format!(
-                "(SELECT q.llm_calls FROM predictions q WHERE {SAME_EXAMPLE} AND q.mode = {mode})"
-            ))
-        }
-        SortKey::Seconds(mode) => {
-            let mode = push(&mut values, mode.as_str());
-            Some(format!(
+        SortKey::LlmCalls(mode) => Some(of_mode(
+            &mut values,
+            *mode,
+            "p.llm_calls",
+            &format!("(SELECT q.llm_calls FROM predictions q WHERE {SAME_EXAMPLE}"),
+        )),
+        SortKey::Seconds(mode) => Some(of_mode(
+            &mut values,
+            *mode,
+            "(SELECT sum(s.seconds) FROM stage_seconds s
+               WHERE s.job_key = p.job_key AND s.example_id = p.example_id)",
+            &format!(
                 "(SELECT sum(s.seconds) FROM predictions q
                    JOIN stage_seconds s ON s.job_key = q.job_key AND s.example_id = q.example_id
-                  WHERE {SAME_EXAMPLE} AND q.mode = {mode})"
-            ))
-        }
+                  WHERE {SAME_EXAMPLE}"
+            ),
+        )),
     };
-    (sql, values, sort)
+    (sql, values, sort, filters)
 }
 
 /// The statement counting a query's rows.
 pub(crate) fn count_stmt(query: &ExampleQuery) -> Stmt {
-    let (from, values, _) = list_from(query);
+    let (from, mut values, _, filters) = list_from(query);
+    values.truncate(filters);
+    // Every prediction has its job and its example: the count needs neither join.
+    let from = from.replacen(JOINS, "", 1);
     Stmt::new(format!("SELECT count(*) {from}")).bind_all(values)
 }
 
-/// The statement of a query's page: `dataset, model, example_id, position, text`.
+/// The statement of a query's page: `dataset, model, example_id, position, text,
+/// total` (the rows the filters leave, counted in the same pass), then the sort value.
 pub(crate) fn page_stmt(query: &ExampleQuery) -> Stmt {
-    let (from, mut values, sort) = list_from(query);
+    let (from, mut values, sort, _) = list_from(query);
     let dir = if query.descending { "DESC" } else { "ASC" };
     let order = match (&query.sort, &sort) {
         (_, Some(_)) => {
@@ -352,38 +427,45 @@ pub(crate) fn page_stmt(query: &ExampleQuery) -> Stmt {
     values.push(i64::try_from(query.offset).unwrap_or(i64::MAX).into());
     let offset = values.len();
     Stmt::new(format!(
-        "SELECT p.dataset, p.model, p.example_id, CAST(e.position AS BIGINT), e.text{sort_column}
+        "SELECT p.dataset, p.model, p.example_id, CAST(e.position AS BIGINT), e.text,
+                CAST(count(*) OVER () AS BIGINT){sort_column}
          {from} ORDER BY {order} LIMIT ${limit} OFFSET ${offset}"
     ))
     .bind_all(values)
 }
 
-/// The statement of the per-mode cells of a page's rows: `dataset, model, example_id,
-/// mode, llm_calls, error, seconds, metric, value`.
-fn cells_stmt(run: &str, rows: &[ListedExample]) -> Stmt {
-    let mut stmt = Stmt::new("").bind(run);
-    let mut keys = Vec::new();
-    for (i, r) in rows.iter().enumerate() {
-        let at = 2 + 3 * i;
-        keys.push(format!(
-            "(p.dataset = ${} AND p.model = ${} AND p.example_id = ${})",
-            at,
-            at + 1,
-            at + 2
-        ));
-        stmt = stmt.bind(&r.dataset).bind(&r.model).bind(&r.example_id);
+/// The statements of the per-mode cells of a page's rows, one per dataset and model
+/// among them (each an index lookup by example id): `dataset, model, example_id, mode,
+/// llm_calls, error, seconds, metric, value`.
+fn cells_stmts(dialect: Dialect, run: &str, rows: &[ListedExample]) -> Vec<Stmt> {
+    let mut groups: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((r.dataset.as_str(), r.model.as_str()))
+            .or_default()
+            .push(r.example_id.as_str());
     }
-    let sql = format!(
-        "SELECT p.dataset, p.model, p.example_id, p.mode, CAST(p.llm_calls AS BIGINT), p.error,
-                (SELECT sum(s.seconds) FROM stage_seconds s
-                  WHERE s.job_key = p.job_key AND s.example_id = p.example_id),
-                v.metric, v.value
-         FROM predictions p
-         LEFT JOIN metric_values v ON v.job_key = p.job_key AND v.example_id = p.example_id
-         WHERE p.run_id = $1 AND ({})",
-        keys.join(" OR ")
-    );
-    Stmt::new(sql).bind_all(stmt.values().to_vec())
+    groups
+        .into_iter()
+        .map(|((dataset, model), ids)| {
+            Stmt::new(format!(
+                "SELECT p.dataset, p.model, p.example_id, p.mode, CAST(p.llm_calls AS BIGINT),
+                        p.error,
+                        (SELECT sum(s.seconds) FROM stage_seconds s
+                          WHERE s.job_key = p.job_key AND s.example_id = p.example_id),
+                        v.metric, v.value
+                 FROM predictions p
+                 LEFT JOIN metric_values v
+                        ON v.job_key = p.job_key AND v.example_id = p.example_id
+                 WHERE p.run_id = $1 AND p.model = $2 AND p.dataset = $3 AND {}",
+                dialect.in_json_strings("p.example_id", "$4")
+            ))
+            .bind(run)
+            .bind(model)
+            .bind(dataset)
+            .bind(serde_json::to_string(&ids).unwrap_or_default())
+        })
+        .collect()
 }
 
 fn parse_mode(mode: &str) -> Result<Mode, StoreError> {
@@ -422,27 +504,35 @@ type OutputRow = (
 #[async_trait]
 impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
     async fn example_page(&self, query: &ExampleQuery) -> Result<ExamplePage, StoreError> {
-        let (total,): (i64,) = self
-            .query(count_stmt(query))
-            .await?
-            .into_iter()
-            .next()
-            .unwrap_or((0,));
-        let rows: Vec<(String, String, String, i64, String)> =
-            if query.sort == SortKey::Position || query.sort == SortKey::ExampleId {
-                self.query(page_stmt(query)).await?
-            } else {
-                let with_sort: Vec<(String, String, String, i64, String, Option<f64>)> =
+        type PageRow = (String, String, String, i64, String, i64);
+        let rows: Vec<PageRow> = match query.sort {
+            SortKey::Position | SortKey::ExampleId => self.query(page_stmt(query)).await?,
+            _ => {
+                let with_sort: Vec<(String, String, String, i64, String, i64, Option<f64>)> =
                     self.query(page_stmt(query)).await?;
                 with_sort
                     .into_iter()
-                    .map(|(d, m, id, pos, text, _)| (d, m, id, pos, text))
+                    .map(|(d, m, id, pos, text, total, _)| (d, m, id, pos, text, total))
                     .collect()
-            };
+            }
+        };
+        // The page's rows carry the count; a page past the end needs it asked.
+        let total = match rows.first() {
+            Some(r) => r.5,
+            None => {
+                let (total,): (i64,) = self
+                    .query(count_stmt(query))
+                    .await?
+                    .into_iter()
+                    .next()
+                    .unwrap_or((0,));
+                total
+            }
+        };
         let mut rows: Vec<ListedExample> = rows
             .into_iter()
             .map(
-                |(dataset, model, example_id, position, text)| ListedExample {
+                |(dataset, model, example_id, position, text, _)| ListedExample {
                     dataset,
                     model,
                     example_id,
@@ -453,7 +543,10 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
             )
             .collect();
         if !rows.is_empty() {
-            let cells: Vec<CellRow> = self.query(cells_stmt(&query.run, &rows)).await?;
+            let mut cells: Vec<CellRow> = Vec::new();
+            for stmt in cells_stmts(DB::DIALECT, &query.run, &rows) {
+                cells.extend(self.query::<CellRow>(stmt).await?);
+            }
             let at: std::collections::HashMap<(String, String, String), usize> = rows
                 .iter()
                 .enumerate()
@@ -676,23 +769,49 @@ mod tests {
 
     #[test]
     fn every_value_is_bound_in_placeholder_order() {
-        let stmt = page_stmt(&query());
-        let n = stmt.values().len();
-        // run, anchor, dataset, check (mode, metric), worse (mode, metric), sort (mode,
-        // metric), limit, offset.
-        assert_eq!(n, 11, "{}", stmt.sql());
-        for i in 1..=n {
+        let bound = |stmt: &Stmt| {
+            let n = stmt.values().len();
+            for i in 1..=n {
+                assert!(
+                    stmt.sql().contains(&format!("${i}")),
+                    "${i} in {}",
+                    stmt.sql()
+                );
+            }
             assert!(
-                stmt.sql().contains(&format!("${i}")),
-                "${i} in {}",
+                !stmt.sql().contains(&format!("${}", n + 1)),
+                "{}",
                 stmt.sql()
             );
-        }
-        assert!(!stmt.sql().contains(&format!("${}", n + 1)));
+            n
+        };
+        // run, anchor, dataset, check metric, worse metric (both the anchor's own), sort
+        // metric and mode (another mode's), limit, offset.
+        let stmt = page_stmt(&query());
+        assert_eq!(bound(&stmt), 9);
         // A lower-is-better metric is worse when higher.
         assert!(stmt.sql().contains("v.value > w.value"), "{}", stmt.sql());
         assert!(stmt.sql().contains("sort_value DESC"));
-        assert_eq!(count_stmt(&query()).values().len(), 9);
+        assert_eq!(bound(&count_stmt(&query())), 5);
+        assert!(!count_stmt(&query()).sql().contains("JOIN examples"));
+        // Any mode, under each anchor, and each sort key.
+        for anchor in [Mode::Base, Mode::All] {
+            for sort in [
+                SortKey::Position,
+                SortKey::ExampleId,
+                SortKey::LlmCalls(Mode::Base),
+                SortKey::Seconds(Mode::All),
+            ] {
+                let q = ExampleQuery {
+                    mode: None,
+                    anchor,
+                    sort,
+                    ..query()
+                };
+                bound(&page_stmt(&q));
+                bound(&count_stmt(&q));
+            }
+        }
     }
 
     #[test]
