@@ -8,16 +8,24 @@ use credence_core::domain::{ExampleMetrics, Mode};
 use credence_core::sweep::SweepSpec;
 use credence_infra::store::browse::{Check, ExamplePage, ListedExample, ModeCells};
 
-/// The link to an example's page from row `index` (0-based, over the whole list) of the
-/// list `state`.
-pub fn example_href(state: &ListState, index: u64, dataset: &str, model: &str, id: &str) -> String {
-    let at = serde_urlencoded::to_string([
-        ("ds", dataset),
-        ("md", model),
-        ("id", id),
-        ("at", &index.to_string()),
-    ])
-    .unwrap_or_default();
+/// The link to an example's page, with `index`, its row in the list `state` (0-based,
+/// over the whole list), when it is one of the list's rows.
+pub fn example_href(
+    state: &ListState,
+    index: Option<u64>,
+    dataset: &str,
+    model: &str,
+    id: &str,
+) -> String {
+    let mut key = vec![
+        ("ds", dataset.to_string()),
+        ("md", model.to_string()),
+        ("id", id.to_string()),
+    ];
+    if let Some(i) = index {
+        key.push(("at", i.to_string()));
+    }
+    let at = serde_urlencoded::to_string(key).unwrap_or_default();
     let list = state.encode();
     if list.is_empty() {
         format!("/example?{at}")
@@ -174,7 +182,7 @@ fn cells(cells: Option<&ModeCells>) -> String {
 }
 
 fn row(state: &ListState, index: u64, r: &ListedExample, modes: &[Mode]) -> String {
-    let href = example_href(state, index, &r.dataset, &r.model, &r.example_id);
+    let href = example_href(state, Some(index), &r.dataset, &r.model, &r.example_id);
     let error = if r.modes.values().any(|c| c.error.is_some()) {
         " <span class=\"tag warn\">failed</span>"
     } else {

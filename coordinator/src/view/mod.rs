@@ -17,6 +17,7 @@
 mod diff;
 mod example;
 mod list;
+mod lookup;
 mod page;
 pub mod query;
 

@@ -68,7 +68,11 @@ fn figures(i: usize, mode: Mode) -> (f64, f64, f64, f64, bool, bool) {
     let epr = if (i + k).is_multiple_of(7) { 0.5 } else { 1.0 };
     let non_atomic = (i + k).is_multiple_of(3);
     let avr = if non_atomic { 0.5 } else { 0.0 };
-    let rr = if (i + 2 * k).is_multiple_of(11) { 0.5 } else { 0.0 };
+    let rr = if (i + 2 * k).is_multiple_of(11) {
+        0.5
+    } else {
+        0.0
+    };
     (sf1, epr, avr, rr, non_atomic, i % 13 == 5)
 }
 
