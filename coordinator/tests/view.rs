@@ -8,18 +8,22 @@ mod common;
 use common::synthetic::{self, RUN, SCRIPT_CLAIM};
 use credence::view::{router, Viewer};
 use credence_core::domain::Mode;
+use credence_infra::store::browse::ExampleBrowser;
 use std::sync::Arc;
 
 const N: usize = 120;
 
-/// Serves a synthetic run of 2 models x 1 dataset x `N` examples; returns the base URL.
+/// Serves a synthetic run of 2 models x 1 dataset x `N` examples in SQLite; returns the
+/// base URL.
 async fn serve(dir: &std::path::Path) -> String {
     let store = synthetic::write(&dir.join("synthetic.db"), 2, 1, N)
         .await
         .expect("writing the synthetic run");
-    let viewer = Viewer::open(Arc::new(store), RUN)
-        .await
-        .expect("opening the view");
+    serve_store(Arc::new(store)).await
+}
+
+async fn serve_store(store: Arc<dyn ExampleBrowser>) -> String {
+    let viewer = Viewer::open(store, RUN).await.expect("opening the view");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router(Arc::new(viewer))).await });
@@ -51,7 +55,86 @@ fn count(html: &str) -> usize {
 #[tokio::test]
 async fn filters_sort_and_pages_follow_the_url() {
     let dir = tempfile::tempdir().unwrap();
-    let base = serve(dir.path()).await;
+    filters_sort_and_pages(&serve(dir.path()).await).await;
+}
+
+/// A database of its own on the local PostgreSQL (`CREDENCE_TEST_PG_URL`, default
+/// postgres://postgres@127.0.0.1:5432/test), dropped at the end.
+struct PgDb {
+    admin: String,
+    name: String,
+}
+
+impl PgDb {
+    fn create() -> Option<PgDb> {
+        let admin = std::env::var("CREDENCE_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+            return common::skip::skip(
+                "PostgreSQL is not on 127.0.0.1:5432 (scripts/setup --services)",
+            );
+        }
+        let name = format!(
+            "view_t_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let out = std::process::Command::new("psql")
+            .arg(&admin)
+            .args([
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atqc",
+                &format!("CREATE DATABASE {name}"),
+            ])
+            .output()
+            .expect("psql is installed with PostgreSQL");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(PgDb { admin, name })
+    }
+
+    fn url(&self) -> String {
+        let base = self
+            .admin
+            .rsplit_once('/')
+            .map_or(self.admin.as_str(), |(b, _)| b);
+        format!("{base}/{}", self.name)
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .arg(&self.admin)
+            .args([
+                "-Atqc",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
+    }
+}
+
+/// The same pages from the distributed engine's store: every statement of the view
+/// runs on PostgreSQL too.
+#[tokio::test]
+async fn the_view_reads_postgresql_the_same() {
+    let Some(db) = PgDb::create() else { return };
+    let store = credence_infra::store::postgres::PgStore::connect(&db.url(), 4)
+        .await
+        .expect("connecting to the test database");
+    let dir = tempfile::tempdir().unwrap();
+    synthetic::write_into(&store, dir.path(), 2, 1, N)
+        .await
+        .expect("writing the synthetic run");
+    let base = serve_store(Arc::new(store)).await;
+    filters_sort_and_pages(&base).await;
+    escaped(&base).await;
+}
+
+async fn filters_sort_and_pages(base: &str) {
     let (status, all) = get(&format!("{base}/")).await;
     assert_eq!(status, 200, "{all}");
     assert_eq!(count(&all), 2 * N);
@@ -73,10 +156,11 @@ async fn filters_sort_and_pages_follow_the_url() {
     assert!(rows(&non_atomic).iter().all(|r| r.starts_with("model-1/")));
 
     // Sorted by a mode's Semantic-F1, descending: the first row has the highest.
-    let (_, sorted) = get(&format!(
+    let (status, sorted) = get(&format!(
         "{base}/?model=model-0&sort=semantic_f1.base&dir=desc"
     ))
     .await;
+    assert_eq!(status, 200, "{sorted}");
     let first = rows(&sorted)[0].clone();
     assert_ne!(first, rows(&all)[0]);
     let sf1 = |html: &str| -> Vec<f64> {
@@ -142,7 +226,10 @@ async fn mistakes_in_the_url_are_answered_with_what_is_wrong() {
 #[tokio::test]
 async fn text_from_datasets_and_models_is_escaped() {
     let dir = tempfile::tempdir().unwrap();
-    let base = serve(dir.path()).await;
+    escaped(&serve(dir.path()).await).await;
+}
+
+async fn escaped(base: &str) {
     let (_, list) = get(&format!("{base}/")).await;
     assert!(list.contains("Ada said &lt;b&gt;hello&lt;/b&gt;"), "{list}");
     let (status, page) = get(&format!("{base}/example?ds=data-0&md=model-0&id=ex00000")).await;

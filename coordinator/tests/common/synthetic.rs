@@ -168,10 +168,28 @@ pub async fn write(
     datasets: usize,
     n: usize,
 ) -> anyhow::Result<SqliteStore> {
-    let dir = db.parent().unwrap_or(Path::new("."));
+    let store = SqliteStore::open(db).await?;
+    write_into(
+        &store,
+        db.parent().unwrap_or(Path::new(".")),
+        models,
+        datasets,
+        n,
+    )
+    .await?;
+    Ok(store)
+}
+
+/// Writes the synthetic run into `store`; `dir` is where its sweep says it lives.
+pub async fn write_into(
+    store: &dyn Store,
+    dir: &Path,
+    models: usize,
+    datasets: usize,
+    n: usize,
+) -> anyhow::Result<()> {
     let text = sweep(models, datasets);
     let spec = credence_core::sweep::parse(&text, &dir.join("synthetic.toml"), dir)?;
-    let store = SqliteStore::open(db).await?;
     let loaded: Vec<LoadedDataset> = (0..datasets)
         .map(|d| LoadedDataset {
             path: dir.join(format!("data-{d}.jsonl")),
@@ -219,7 +237,7 @@ pub async fn write(
             .collect();
         let _commit = store.record_results(job, &results).await?;
     }
-    Ok(store)
+    Ok(())
 }
 
 /// How many examples of one model in `mode` the synthetic figures make non-atomic.

@@ -416,7 +416,7 @@ pub(crate) fn page_stmt(query: &ExampleQuery) -> Stmt {
     let dir = if query.descending { "DESC" } else { "ASC" };
     let order = match (&query.sort, &sort) {
         (_, Some(_)) => {
-            format!("sort_value IS NULL, sort_value {dir}, p.dataset, p.model, e.position")
+            format!("sort_value {dir} NULLS LAST, p.dataset, p.model, e.position")
         }
         (SortKey::ExampleId, None) => format!("p.example_id {dir}, p.dataset, p.model"),
         (_, None) => format!("p.dataset {dir}, p.model {dir}, e.position {dir}"),
