@@ -249,3 +249,69 @@ async fn escaped(base: &str) {
     assert_eq!(page.matches("<script").count(), 1, "{page}");
     assert!(!page.contains("<b>hello"));
 }
+
+/// A page on the view's own origin that opens an example in a frame, presses `j` there,
+/// then `k`, and writes where each key led into its body.
+const KEYS_PAGE: &str = r#"<!DOCTYPE html><html><body>
+<iframe id="f" width="1200" height="800" src="/example?ds=data-0&md=model-0&id=ex00001&at=1"></iframe>
+<script>
+var f = document.getElementById('f'), step = 0;
+function press(key) {
+  f.contentDocument.dispatchEvent(new KeyboardEvent('keydown', {key: key, bubbles: true}));
+}
+f.onload = function () {
+  step += 1;
+  var at = f.contentWindow.location.search;
+  if (step === 1) { press('j'); }
+  else if (step === 2) { document.body.setAttribute('data-after-j', at); press('k'); }
+  else if (step === 3) { document.body.setAttribute('data-after-k', at); press('u'); }
+  else { document.body.setAttribute('data-after-u', f.contentWindow.location.pathname + at); }
+};
+</script></body></html>"#;
+
+/// In headless Chromium, `j` on an example page opens the list's next example, `k` the
+/// previous one and `u` the list.
+#[tokio::test]
+async fn keys_move_between_examples_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = synthetic::write(&dir.path().join("synthetic.db"), 2, 1, N)
+        .await
+        .expect("writing the synthetic run");
+    let viewer = Viewer::open(Arc::new(store), RUN)
+        .await
+        .expect("opening the view");
+    let app = router(Arc::new(viewer)).route(
+        "/keys",
+        axum::routing::get(|| async { axum::response::Html(KEYS_PAGE) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let out = tokio::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+        ])
+        .arg(format!("http://{addr}/keys"))
+        .output()
+        .await
+        .expect("chromium is installed by scripts/setup");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("data-after-j=\"?ds=data-0&amp;md=model-0&amp;id=ex00002&amp;at=2\""),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("data-after-k=\"?ds=data-0&amp;md=model-0&amp;id=ex00001&amp;at=1\""),
+        "{dom}"
+    );
+    assert!(dom.contains("data-after-u=\"/\""), "{dom}");
+}
