@@ -191,7 +191,7 @@ fn row(state: &ListState, index: u64, r: &ListedExample, modes: &[Mode]) -> Stri
     let mut out = format!(
         "<tr data-id=\"{id}\" data-model=\"{model}\" data-dataset=\"{dataset}\">\
          <td class=\"key\">{dataset}</td><td class=\"key\">{model}</td>\
-         <td class=\"key\"><a href=\"{href}\">{id}</a></td><td class=\"text\">{text}{error}</td>",
+         <td class=\"key\"><a href=\"{href}\">{id}</a></td><td class=\"text\"><div title=\"{text}\">{text}</div>{error}</td>",
         id = esc(&r.example_id),
         model = esc(&r.model),
         dataset = esc(&r.dataset),

@@ -31,10 +31,10 @@ a{color:#1f5fa8}\
 form.filters{display:flex;flex-wrap:wrap;gap:10px;align-items:end;margin:4px 0 10px}\
 form.filters label{display:flex;flex-direction:column;font-size:12px;color:#555}\
 form.filters select{font-size:13px;min-width:9em}\
-table.list{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:13px;background:#fff}\
-table.list th,table.list td{border-bottom:1px solid #e3e3e3;padding:2px 6px;text-align:right;white-space:nowrap}\
+table.list{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:12px;background:#fff}\
+table.list th,table.list td{border-bottom:1px solid #e3e3e3;padding:2px 3px;text-align:right;white-space:nowrap}\
 table.list th{position:sticky;top:38px;background:#eef1f5;font-weight:600}\
-table.list td.text{text-align:left;white-space:normal;min-width:28em;max-width:40em}\
+table.list td.text{text-align:left;white-space:normal;min-width:18em;max-width:26em;font-size:12px}table.list td.text div{display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2;overflow:hidden}\
 table.list td.key,table.list th.key{text-align:left}\
 table.list tr.sel{outline:2px solid #1f5fa8}\
 table.list th.mode{text-align:center;border-left:2px solid #c9d1db}\
