@@ -17,3 +17,4 @@ pub mod report;
 pub mod scoring_bench;
 pub mod sizing;
 pub mod summary;
+pub mod view;

@@ -61,6 +61,19 @@ enum Command {
     /// A run's tables (means with 95% intervals, paired comparisons, baselines, ablations,
     /// timing) as Markdown, LaTeX, CSV, JSON or an HTML page with plots.
     Report(commands::report::ReportArgs),
+    /// A local web page on every example of a run: a list to filter and sort (dataset,
+    /// model, mode, a failing check, "worse than base"), and each example's source,
+    /// references and claims in every mode side by side with the verifier's findings, the
+    /// rule tier's steps and the raw completions.
+    ///
+    /// It serves http://ADDR/ (127.0.0.1:8321 by default) from the run's store, reading
+    /// one page of examples or one example per request, so a run of any size opens at
+    /// once. The list's filters and sort live in the URL (share it; the back button
+    /// works); on an example page j or → goes to the next example of the list, k or ← to
+    /// the previous one, u back to the list. Nothing is fetched from elsewhere: it works
+    /// offline. `credence report --format html --view-addr http://ADDR` links the
+    /// report's tables to it.
+    View(commands::view::ViewArgs),
     /// Audits of a finished run: the rule tier's convergence over k passes (T1-T4, "P2
     /// better"), and the gating false negatives.
     Audit(commands::audit::AuditArgs),
@@ -101,6 +114,7 @@ fn main() -> std::process::ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Repair(args) => commands::repair::run(args),
         Command::Report(args) => commands::report::run(args),
+        Command::View(args) => commands::view::run(args),
         Command::Audit(args) => commands::audit::run(args),
         Command::SimulateServer(args) => commands::simulate::run(args),
         Command::Stats(args) => commands::stats::run(args),

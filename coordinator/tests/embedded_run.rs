@@ -145,6 +145,7 @@ fn demo_sweep_fills_the_store_and_reruns_without_work() {
     assert_ne!(gate("opened"), "0");
 
     the_report_prints_every_table_in_every_format(&db, dir.path());
+    the_view_browses_the_run_in_chromium(&db);
 }
 
 fn report(db: &Path, args: &[&str]) -> String {
@@ -239,6 +240,26 @@ fn the_report_prints_every_table_in_every_format(db: &Path, dir: &Path) {
     );
 
     the_html_report_renders_its_plots(&report(db, &["--format", "html"]), dir);
+    // With the view's address, each figure of a model x mode table links to its examples.
+    let linked = report(
+        db,
+        &[
+            "--format",
+            "html",
+            "--table",
+            "main",
+            "--view-addr",
+            "127.0.0.1:8321",
+        ],
+    );
+    assert!(
+        linked.contains(
+            "href=\"http://127.0.0.1:8321/?dataset=sample&amp;model=smollm2-135m&amp;mode=repair&amp;sort=semantic_f1.repair&amp;dir=asc\""
+        ),
+        "{linked}"
+    );
+    // 3 models x 4 modes x 5 figures.
+    assert_eq!(linked.matches("<a href=").count(), 3 * 4 * 5, "{linked}");
 
     let tex = report(db, &["--format", "latex"]);
     let file = dir.join("report.tex");
@@ -720,6 +741,195 @@ fn the_html_report_renders_its_plots(html: &str, dir: &Path) {
     assert!(dom.matches("<circle").count() >= 10 * 6, "{dom}");
     assert!(dom.contains("sentence-split / repair"), "{dom}");
     assert!(dom.contains("<h3>Results on sample</h3>"), "{dom}");
+}
+
+/// Headless Chromium's `args` on `url`; its standard output.
+fn chromium_on(url: &str, args: &[&str]) -> String {
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("chromium is installed by scripts/setup");
+    assert!(out.status.success(), "{url}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// A page as Chromium rendered it (its DOM after the page's script ran), and its
+/// screenshot at `shot`.
+fn rendered(url: &str, shot: &Path, height: u32) -> String {
+    chromium_on(
+        url,
+        &[
+            &format!("--window-size=1440,{height}"),
+            &format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let png = std::fs::read(shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{}: {} bytes",
+        shot.display(),
+        png.len()
+    );
+    chromium_on(url, &["--dump-dom"])
+}
+
+/// The listed rows of a rendered list page, as `model/id`, in order.
+fn listed(dom: &str) -> Vec<String> {
+    dom.split("<tr data-id=\"")
+        .skip(1)
+        .map(|s| {
+            let id = &s[..s.find('"').unwrap()];
+            let model = s.split("data-model=\"").nth(1).unwrap();
+            format!("{}/{id}", &model[..model.find('"').unwrap()])
+        })
+        .collect()
+}
+
+/// Text as Chromium writes it in a dumped DOM's text nodes.
+fn dom_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// `credence view` on the finished demo, in headless Chromium: the list loads with a row
+/// per example and model, a filter and a sort change its rows as the store says they
+/// should, and an example page shows each mode's claims, the rule tier's steps and
+/// SmolLM2's raw completion. Screenshots of each page are kept under the target
+/// directory (`CARGO_TARGET_TMPDIR/view`).
+fn the_view_browses_the_run_in_chromium(db: &Path) {
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("view");
+    std::fs::create_dir_all(&shots).unwrap();
+    let addr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let mut child = credence()
+        .args(["view", "demo", "--addr", &addr, "--db"])
+        .arg(db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("credence view ended ({status}): {err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "credence view did not listen in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let base = format!("http://{addr}");
+    let checks = std::panic::catch_unwind(|| {
+        // The list: every example of every model.
+        let list = rendered(&format!("{base}/"), &shots.join("list.png"), 1000);
+        let all = listed(&list);
+        assert_eq!(all.len(), DEMO_EXAMPLES * 3, "{list}");
+        assert!(
+            list.contains(&format!("{} examples", DEMO_EXAMPLES * 3)),
+            "{list}"
+        );
+        // A filter: base claims with an atomicity boundary, as many as the store has.
+        let filtered = listed(&rendered(
+            &format!("{base}/?mode=base&check=non_atomic"),
+            &shots.join("list-non-atomic.png"),
+            1000,
+        ));
+        let expected: usize = sql(
+            db,
+            "select count(*) from example_metrics where mode = 'base' and n_viol > 0",
+        )
+        .parse()
+        .unwrap();
+        assert_eq!(filtered.len(), expected);
+        assert!(0 < expected && expected < all.len(), "{expected}");
+        // A sort: base's Semantic-F1 from the lowest, as the store orders it.
+        let sorted = listed(&rendered(
+            &format!("{base}/?sort=semantic_f1.base&dir=asc"),
+            &shots.join("list-sorted.png"),
+            1000,
+        ));
+        assert_eq!(sorted.len(), all.len());
+        assert_ne!(sorted, all);
+        let lowest = sql(
+            db,
+            "select model || '/' || example_id from example_metrics where mode = 'base' \
+             order by semantic_f1, dataset, model, example_id limit 1",
+        );
+        assert_eq!(sorted[0], lowest);
+
+        // An example SmolLM2 decomposed and the rule tier split.
+        let id = sql(
+            db,
+            "select example_id from predictions where model = 'smollm2-135m' and mode = 'repair' \
+             and repair_json like '%\"split\"%' order by example_id limit 1",
+        );
+        assert!(!id.is_empty(), "no SmolLM2 example the rule tier split");
+        let at = all
+            .iter()
+            .position(|r| *r == format!("smollm2-135m/{id}"))
+            .unwrap();
+        let page = rendered(
+            &format!("{base}/example?ds=sample&md=smollm2-135m&id={id}&at={at}"),
+            &shots.join("example.png"),
+            2400,
+        );
+        for mode in ["base", "repair", "self_repair", "all"] {
+            assert!(
+                page.contains(&format!("data-mode=\"{mode}\"")),
+                "{mode}: {page}"
+            );
+            let claims: Vec<String> = serde_json::from_str(&sql(
+                db,
+                &format!(
+                    "select claims_json from predictions where model = 'smollm2-135m' \
+                     and mode = '{mode}' and example_id = '{id}'"
+                ),
+            ))
+            .unwrap();
+            let block = page
+                .split(&format!("data-mode=\"{mode}\""))
+                .nth(1)
+                .unwrap()
+                .split("class=\"mode\"")
+                .next()
+                .unwrap();
+            // Each claim is shown, its words perhaps split by a boundary mark.
+            let text = block
+                .replace("<mark class=\"boundary\"", "\u{0}")
+                .split('\u{0}')
+                .map(|s| {
+                    s.split_once('>')
+                        .map_or(s, |(_, rest)| rest)
+                        .replace("</mark>", "")
+                })
+                .collect::<String>();
+            for claim in &claims {
+                assert!(text.contains(&dom_text(claim)), "{mode}: {claim}\n{block}");
+            }
+        }
+        assert!(page.contains("<b>split</b> claim"), "{page}");
+        assert!(page.contains("id=\"completion\""), "{page}");
+        assert!(page.contains("self-repair answer (raw)"), "{page}");
+        assert!(page.contains("rel=\"next\""), "{page}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(panic) = checks {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// `GET /metrics` from a local address, raw HTTP/1.0 (the body, or `None` while nothing

@@ -19,6 +19,7 @@ pub mod simulate;
 pub mod stats;
 pub mod sweep;
 pub mod verify;
+pub mod view;
 pub mod worker;
 
 /// Logs go to standard error, filtered by `RUST_LOG` (default: warnings).
@@ -42,28 +43,57 @@ pub struct StoreArgs {
     database: Option<String>,
 }
 
+/// A store opened from [`StoreArgs`], on its engine.
+enum Opened {
+    Sqlite(credence_infra::store::sqlite::SqliteStore),
+    Postgres(credence_infra::store::postgres::PgStore),
+}
+
 impl StoreArgs {
     /// Opens the store and checks that it holds `run`.
     pub async fn open(&self, run: &str) -> anyhow::Result<Box<dyn credence_infra::store::Store>> {
+        Ok(match self.connect(run).await? {
+            Opened::Sqlite(s) => Box::new(s),
+            Opened::Postgres(s) => Box::new(s),
+        })
+    }
+
+    /// Opens the store, to be read an example at a time (`credence view`), and checks
+    /// that it holds `run`.
+    pub async fn open_browser(
+        &self,
+        run: &str,
+    ) -> anyhow::Result<std::sync::Arc<dyn credence_infra::store::browse::ExampleBrowser>> {
+        Ok(match self.connect(run).await? {
+            Opened::Sqlite(s) => std::sync::Arc::new(s),
+            Opened::Postgres(s) => std::sync::Arc::new(s),
+        })
+    }
+
+    async fn connect(&self, run: &str) -> anyhow::Result<Opened> {
         use anyhow::Context;
         use credence_infra::store::{postgres::PgStore, sqlite::SqliteStore, Store};
-        let store: Box<dyn Store> = match (&self.db, &self.database) {
+        let store = match (&self.db, &self.database) {
             (Some(db), _) => {
                 if !db.exists() {
                     anyhow::bail!("{}: no such results file", db.display());
                 }
-                Box::new(
+                Opened::Sqlite(
                     SqliteStore::open(db)
                         .await
                         .with_context(|| format!("opening {}", db.display()))?,
                 )
             }
-            (None, Some(url)) => Box::new(PgStore::connect(url, 2).await?),
+            (None, Some(url)) => Opened::Postgres(PgStore::connect(url, 2).await?),
             (None, None) => {
                 anyhow::bail!("give --db FILE (embedded) or --database URL (distributed)")
             }
         };
-        if store.run_spec(run).await?.is_none() {
+        let spec = match &store {
+            Opened::Sqlite(s) => s.run_spec(run).await?,
+            Opened::Postgres(s) => s.run_spec(run).await?,
+        };
+        if spec.is_none() {
             anyhow::bail!("no run {run:?} in the store");
         }
         Ok(store)

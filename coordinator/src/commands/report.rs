@@ -42,6 +42,10 @@ pub struct ReportArgs {
     /// sweep with the `verify` mode for the paper's verifier line.
     #[arg(long)]
     timing: bool,
+    /// With --format html: link each figure of the model x mode tables to the examples
+    /// behind it in `credence view` served at this address (e.g. 127.0.0.1:8321).
+    #[arg(long, value_name = "ADDR")]
+    view_addr: Option<String>,
     /// With --timing: the table as JSON rows.
     #[arg(long, requires = "timing")]
     json: bool,
@@ -81,8 +85,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             Format::Csv => print!("{}", report::render::csv(&tables)),
             Format::Html => print!(
                 "{}",
-                report::html::html(&args.run, &data.spec, &data.stats, &tables)
-                    .map_err(anyhow::Error::msg)?
+                report::html::html(
+                    &args.run,
+                    &data.spec,
+                    &data.stats,
+                    &tables,
+                    args.view_addr.as_deref()
+                )
+                .map_err(anyhow::Error::msg)?
             ),
         }
         Ok(ExitCode::SUCCESS)

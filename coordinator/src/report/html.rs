@@ -194,7 +194,61 @@ fn dataset_plots(
     Ok(out)
 }
 
-fn table_html(t: &TableOutcome) -> String {
+/// Where a cell of a model x mode table links in `credence view` at `view` (its base
+/// URL): the list filtered to the row's dataset, model and mode, sorted by the column's
+/// metric (worst first) when the column is one.
+fn cell_link(
+    view: &str,
+    t: &super::tables::Table,
+    row: &[super::tables::Cell],
+    column: &str,
+) -> Option<String> {
+    use super::tables::Cell;
+    if t.columns.first().map(String::as_str) != Some("Model")
+        || t.columns.get(1).map(String::as_str) != Some("Mode")
+    {
+        return None;
+    }
+    let (Some(Cell::Text(model)), Some(Cell::Text(mode))) = (row.first(), row.get(1)) else {
+        return None;
+    };
+    let mode: Mode = mode.parse().ok()?;
+    let metric = ExampleMetrics::DEFS
+        .iter()
+        .find(|d| d.presentation.heading == column)
+        .map(|d| d.name);
+    let worst_first = match metric
+        .and_then(ExampleMetrics::def)
+        .and_then(|d| d.presentation.better)
+    {
+        Some(credence_core::domain::Better::Lower) => "desc",
+        _ => "asc",
+    };
+    let state = crate::view::query::ListState {
+        dataset: t.dataset.clone(),
+        model: Some(model.clone()),
+        mode: Some(mode.as_str().to_string()),
+        sort: metric.map(|m| format!("{m}.{mode}")),
+        dir: metric.map(|_| worst_first.to_string()),
+        ..Default::default()
+    };
+    Some(format!(
+        "{}{}",
+        view.trim_end_matches('/'),
+        crate::view::list_href(&state)
+    ))
+}
+
+/// A view address as a base URL (`127.0.0.1:8321` gets `http://`).
+fn view_base(view: &str) -> String {
+    if view.contains("://") {
+        view.to_string()
+    } else {
+        format!("http://{view}")
+    }
+}
+
+fn table_html(t: &TableOutcome, view: Option<&str>) -> String {
     match t {
         TableOutcome::Unavailable { title, reason, .. } => format!(
             "<h3>{}</h3>\n<p class=\"note\">Not available: {}.</p>\n",
@@ -214,6 +268,13 @@ fn table_html(t: &TableOutcome) -> String {
                 for (i, cell) in row.iter().enumerate() {
                     let class = if i < numeric { " class=\"label\"" } else { "" };
                     let text = escape(&render::plain(cell));
+                    let link = view
+                        .filter(|_| i >= numeric)
+                        .and_then(|v| cell_link(v, t, row, &t.columns[i]));
+                    let text = match link {
+                        Some(href) => format!("<a href=\"{}\">{text}</a>", escape(&href)),
+                        None => text,
+                    };
                     if render::bold(cell) {
                         out.push_str(&format!("<td{class}><b>{text}</b></td>"));
                     } else {
@@ -231,13 +292,17 @@ fn table_html(t: &TableOutcome) -> String {
     }
 }
 
-/// The whole report as one HTML page.
+/// The whole report as one HTML page; with `view` (the address `credence view` serves
+/// the run at), each figure of a model x mode table links to the view's list of those
+/// examples.
 pub fn html(
     run: &str,
     spec: &SweepSpec,
     stats: &RunStatistics,
     tables: &[TableOutcome],
+    view: Option<&str>,
 ) -> Result<String, String> {
+    let view = view.map(view_base);
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>credence report: {run}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
@@ -259,7 +324,7 @@ pub fn html(
     }
     out.push_str("<h2>Tables</h2>\n");
     for t in tables {
-        out.push_str(&table_html(t));
+        out.push_str(&table_html(t, view.as_deref()));
     }
     out.push_str("</body>\n</html>\n");
     Ok(out)
@@ -276,6 +341,48 @@ mod tests {
             low,
             high,
         }
+    }
+
+    #[test]
+    fn model_mode_cells_link_to_the_view_filtered_to_them() {
+        use super::super::tables::{Cell, Table};
+        let table = Table {
+            name: "main",
+            dataset: Some("sample".into()),
+            title: "Results on sample".into(),
+            columns: vec!["Model".into(), "Mode".into(), "AVR".into(), "other".into()],
+            rows: vec![vec![
+                Cell::Text("smol<lm>".into()),
+                Cell::Text("repair".into()),
+                Cell::Number {
+                    value: 0.1,
+                    digits: 3,
+                },
+                Cell::Number {
+                    value: 1.0,
+                    digits: 3,
+                },
+            ]],
+            note: None,
+        };
+        let html = table_html(
+            &TableOutcome::Table(table.clone()),
+            Some(&view_base("127.0.0.1:8321")),
+        );
+        // AVR is better lower: its worst examples first.
+        assert!(
+            html.contains(
+                "<a href=\"http://127.0.0.1:8321/?dataset=sample&amp;model=smol%3Clm%3E&amp;mode=repair&amp;sort=avr.repair&amp;dir=desc\">0.100</a>"
+            ),
+            "{html}"
+        );
+        // A column that is no metric links to the filtered list, unsorted; labels do not link.
+        assert!(html.contains("mode=repair\">1.000</a>"), "{html}");
+        assert!(
+            html.contains("<td class=\"label\">smol&lt;lm&gt;</td>"),
+            "{html}"
+        );
+        assert!(!table_html(&TableOutcome::Table(table), None).contains("href"));
     }
 
     #[test]

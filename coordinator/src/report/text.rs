@@ -151,8 +151,9 @@ pub fn timing(table: &[TimingRow]) -> String {
             r.mean,
             r.std,
             r.p50,
-            r.per_minute.map_or("-".into(), |m| format!("{m:.1}")),
-            r.llm_calls.map_or("-".into(), |c| format!("{c:.3}")),
+            // A stage that took no measurable time has no rate (issue 35: not 60/0).
+            r.per_minute.map_or("—".into(), |m| format!("{m:.1}")),
+            r.llm_calls.map_or("—".into(), |c| format!("{c:.3}")),
         ));
     }
     out
@@ -225,8 +226,8 @@ mod tests {
         );
         assert_eq!(lines[2][1], "repair");
         assert_eq!(lines[2][6], "20.0");
-        assert_eq!(lines[2][7], "-");
+        assert_eq!(lines[2][7], "—");
         // A mode that took no time has no rate.
-        assert_eq!(lines[3][6], "-");
+        assert_eq!(lines[3][6], "—");
     }
 }

@@ -7,6 +7,7 @@
 pub mod crafted;
 #[path = "../../../core/tests/support/skip.rs"]
 pub mod skip;
+pub mod synthetic;
 
 use std::path::Path;
 use std::process::{Command, Output};

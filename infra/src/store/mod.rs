@@ -4,6 +4,7 @@
 //! the distributed one. Writes are idempotent: a job's results commit in one transaction
 //! together with its `done` state, keyed so that a redelivered job changes nothing.
 
+pub mod browse;
 pub mod postgres;
 mod rows;
 pub mod sql;
