@@ -780,18 +780,6 @@ fn rendered(url: &str, shot: &Path, height: u32) -> String {
     chromium_on(url, &["--dump-dom"])
 }
 
-/// The listed rows of a rendered list page, as `model/id`, in order.
-fn listed(dom: &str) -> Vec<String> {
-    dom.split("<tr data-id=\"")
-        .skip(1)
-        .map(|s| {
-            let id = &s[..s.find('"').unwrap()];
-            let model = s.split("data-model=\"").nth(1).unwrap();
-            format!("{}/{id}", &model[..model.find('"').unwrap()])
-        })
-        .collect()
-}
-
 /// Text as Chromium writes it in a dumped DOM's text nodes.
 fn dom_text(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -835,14 +823,14 @@ fn the_view_browses_the_run_in_chromium(db: &Path) {
     let checks = std::panic::catch_unwind(|| {
         // The list: every example of every model.
         let list = rendered(&format!("{base}/"), &shots.join("list.png"), 1000);
-        let all = listed(&list);
+        let all = common::listed_rows(&list);
         assert_eq!(all.len(), DEMO_EXAMPLES * 3, "{list}");
         assert!(
             list.contains(&format!("{} examples", DEMO_EXAMPLES * 3)),
             "{list}"
         );
         // A filter: base claims with an atomicity boundary, as many as the store has.
-        let filtered = listed(&rendered(
+        let filtered = common::listed_rows(&rendered(
             &format!("{base}/?mode=base&check=non_atomic"),
             &shots.join("list-non-atomic.png"),
             1000,
@@ -856,7 +844,7 @@ fn the_view_browses_the_run_in_chromium(db: &Path) {
         assert_eq!(filtered.len(), expected);
         assert!(0 < expected && expected < all.len(), "{expected}");
         // A sort: base's Semantic-F1 from the lowest, as the store orders it.
-        let sorted = listed(&rendered(
+        let sorted = common::listed_rows(&rendered(
             &format!("{base}/?sort=semantic_f1.base&dir=asc"),
             &shots.join("list-sorted.png"),
             1000,

@@ -35,18 +35,6 @@ async fn get(url: &str) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
-/// The example ids of a list page's rows, in order, with their models.
-fn rows(html: &str) -> Vec<String> {
-    html.split("<tr data-id=\"")
-        .skip(1)
-        .map(|s| {
-            let id = &s[..s.find('"').unwrap()];
-            let model = s.split("data-model=\"").nth(1).unwrap();
-            format!("{}/{id}", &model[..model.find('"').unwrap()])
-        })
-        .collect()
-}
-
 fn count(html: &str) -> usize {
     let at = html.find("id=\"count\">").expect("the count") + "id=\"count\">".len();
     html[at..].split(' ').next().unwrap().parse().unwrap()
@@ -138,10 +126,10 @@ async fn filters_sort_and_pages(base: &str) {
     let (status, all) = get(&format!("{base}/")).await;
     assert_eq!(status, 200, "{all}");
     assert_eq!(count(&all), 2 * N);
-    assert_eq!(rows(&all).len(), 50);
-    assert_eq!(rows(&all)[0], "model-0/ex00000");
+    assert_eq!(common::listed_rows(&all).len(), 50);
+    assert_eq!(common::listed_rows(&all)[0], "model-0/ex00000");
     let (_, page3) = get(&format!("{base}/?page=3")).await;
-    assert_eq!(rows(&page3)[0], "model-0/ex00100");
+    assert_eq!(common::listed_rows(&page3)[0], "model-0/ex00100");
     assert!(page3.contains("rel=\"prev\""));
 
     // A check in one mode: the figures the run was written with.
@@ -153,7 +141,9 @@ async fn filters_sort_and_pages(base: &str) {
         count(&non_atomic),
         synthetic::non_atomic_count(N, Mode::Repair)
     );
-    assert!(rows(&non_atomic).iter().all(|r| r.starts_with("model-1/")));
+    assert!(common::listed_rows(&non_atomic)
+        .iter()
+        .all(|r| r.starts_with("model-1/")));
 
     // Sorted by a mode's Semantic-F1, descending: the first row has the highest.
     let (status, sorted) = get(&format!(
@@ -161,8 +151,8 @@ async fn filters_sort_and_pages(base: &str) {
     ))
     .await;
     assert_eq!(status, 200, "{sorted}");
-    let first = rows(&sorted)[0].clone();
-    assert_ne!(first, rows(&all)[0]);
+    let first = common::listed_rows(&sorted)[0].clone();
+    assert_ne!(first, common::listed_rows(&all)[0]);
     let sf1 = |html: &str| -> Vec<f64> {
         html.split("<td class=\"first\" data-metric=\"semantic_f1\">")
             .skip(1)

@@ -52,3 +52,15 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
+
+/// The rows of a rendered `credence view` list page, as `model/example id`, in order.
+pub fn listed_rows(html: &str) -> Vec<String> {
+    html.split("<tr data-id=\"")
+        .skip(1)
+        .map(|s| {
+            let id = &s[..s.find('"').unwrap()];
+            let model = s.split("data-model=\"").nth(1).unwrap();
+            format!("{}/{id}", &model[..model.find('"').unwrap()])
+        })
+        .collect()
+}
