@@ -195,7 +195,7 @@ fn unknown_benchmark_and_missing_source_are_refused() {
     assert!(!run.status.success());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
-        stderr.contains("unknown benchmark \"wiki\"; expected one of wikisplit-bench-100"),
+        stderr.contains("unknown dataset \"wiki\"; expected one of wikisplit-bench-100"),
         "{stderr}"
     );
     let missing = tmp.path().join("nope.tsv");
