@@ -180,8 +180,8 @@ impl Buildable {
             out.push_str(&format!("  {:<24}{}\n", b.name(), b.summary()));
         }
         out.push_str(
-            "AFC datasets (id, text, label SUPPORT|REFUTE, evidence, meta; --source is the \
-             data folder holding covidfact/, fever/, ...):\n",
+            "AFC datasets (id, text, label SUPPORT|REFUTE, evidence, meta; --source: the data \
+             folder):\n",
         );
         for d in afc::AfcDataset::ALL {
             out.push_str(&format!("  {:<24}{}\n", d.name(), d.summary()));

@@ -70,22 +70,19 @@ impl AfcDataset {
     pub fn summary(self) -> &'static str {
         match self {
             AfcDataset::CovidFact => {
-                "COVID-Fact: SUPPORTED/REFUTED; evidence = its abstract sentences"
+                "COVID-Fact: SUPPORTED/REFUTED; evidence: its abstract sentences"
             }
             AfcDataset::LiarPlus => {
-                "LIAR-PLUS (--split test2|val2): true/mostly-true/half-true vs \
-                 barely-true/false/pants-fire; evidence = justification"
+                "LIAR-PLUS --split test2|val2, 6 ratings to 2; evidence: justification"
             }
             AfcDataset::PubHealth => {
-                "PubHealth test: true/false (mixture, unproven dropped); evidence = top_k"
+                "PubHealth test, mixture/unproven dropped; evidence: top_k sentences"
             }
             AfcDataset::SciFact => {
-                "SciFact (--split dev|test|train): SUPPORT/CONTRADICT (NEI dropped); \
-                 evidence = rationale sentences of scifact-corpus"
+                "SciFact --split dev|test|train, NEI dropped; evidence: rationales"
             }
             AfcDataset::Fever => {
-                "FEVER paper_dev: SUPPORTS/REFUTES (NEI dropped); evidence = \
-                 FEVER-Symmetric sentence, so only the claims it covers"
+                "FEVER paper_dev, NEI dropped; evidence: FEVER-Symmetric (claims it has)"
             }
         }
     }
