@@ -36,7 +36,8 @@ enum Command {
     Coordinator(commands::coordinator::CoordinatorArgs),
     /// The dead-letter queue: list and replay.
     Dlq(commands::dlq::DlqArgs),
-    /// Build the benchmark datasets from their sources; print a dataset's marker profile.
+    /// Build the benchmark and AFC datasets from their sources; print a benchmark dataset's
+    /// marker profile.
     Dataset(commands::dataset::DatasetArgs),
     /// Decompose one sentence with an LLM endpoint, a sweep's model or a baseline; print
     /// the raw completion and the parsed claims.

@@ -8,7 +8,7 @@
 mod skip;
 
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use skip::corpus;
@@ -195,7 +195,7 @@ fn unknown_benchmark_and_missing_source_are_refused() {
     assert!(!run.status.success());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
-        stderr.contains("unknown benchmark \"wiki\"; expected one of wikisplit-bench-100"),
+        stderr.contains("unknown dataset \"wiki\"; expected one of wikisplit-bench-100"),
         "{stderr}"
     );
     let missing = tmp.path().join("nope.tsv");
@@ -212,4 +212,146 @@ fn unknown_benchmark_and_missing_source_are_refused() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("nope.tsv"), "{stderr}");
     assert!(!out.exists());
+}
+
+/// The data folder, when it holds what the AFC builders read for SciFact.
+fn scifact_data() -> Option<PathBuf> {
+    corpus("scifact")?;
+    corpus("scifact-corpus")?;
+    corpus(".")
+}
+
+#[test]
+fn afc_build_twice_same_bytes_with_limit_and_split() {
+    let Some(data) = scifact_data() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for name in ["a.jsonl", "b.jsonl"] {
+        let out = tmp.path().join(name);
+        let run = credence(&[
+            "dataset",
+            "build",
+            "afc-scifact",
+            "--source",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--split",
+            "test",
+            "--limit",
+            "50",
+            "--seed",
+            "7",
+        ]);
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stdout}{stderr}");
+        let bytes = std::fs::read(&out).unwrap();
+        let sha = hex::encode(Sha256::digest(&bytes));
+        assert!(stdout.contains(&format!("sha256 {sha}")), "{stdout}");
+        assert!(
+            stdout.contains("afc-scifact: 50 examples written"),
+            "{stdout}"
+        );
+        for step in [
+            "   300  claims in scifact/claims_test.jsonl\n",
+            "   200  label protocol: SUPPORT 100 (SUPPORT 100), REFUTE 100 (REFUTE 100), dropped 100 (NOT ENOUGH INFO 100)\n",
+            "    50  seeded sample of 50 (seed 7) (SUPPORT ",
+        ] {
+            assert!(stderr.contains(step), "{step}: {stderr}");
+        }
+        files.push(bytes);
+    }
+    assert_eq!(files[0], files[1]);
+    let lines: Vec<serde_json::Value> = String::from_utf8(files.remove(0))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 50);
+    for line in &lines {
+        let keys: Vec<&str> = line
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.len(), 5, "{line}");
+        for key in ["id", "text", "label", "evidence", "meta"] {
+            assert!(keys.contains(&key), "{key}: {line}");
+        }
+        assert!(["SUPPORT", "REFUTE"].contains(&line["label"].as_str().unwrap()));
+        assert!(!line["evidence"].as_array().unwrap().is_empty());
+        assert_eq!(line["meta"]["split"], "test");
+    }
+}
+
+#[test]
+fn afc_options_and_names_are_checked_and_explained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("x.jsonl");
+    let out = out.to_str().unwrap();
+    let missing = tmp.path().join("nowhere");
+    let missing = missing.to_str().unwrap();
+    // (name, source, extra flag and value, what stderr must say)
+    let cases = [
+        (
+            "afc-fever",
+            ".",
+            ["--split", "dev"],
+            "afc-fever has no splits (asked for dev)",
+        ),
+        (
+            "afc-scifact",
+            ".",
+            ["--split", "test2"],
+            "afc-scifact has no split test2; expected one of train, dev, test",
+        ),
+        ("afc-scifact", ".", ["--split", "x"], "unknown split \"x\""),
+        ("afc-pubhealth", ".", ["--limit", "0"], "--limit"),
+        (
+            "propsegment-dev",
+            ".",
+            ["--limit", "5"],
+            "--limit and --split apply to the afc-* datasets only, not propsegment-dev",
+        ),
+        (
+            "afc-covidfact",
+            missing,
+            ["--seed", "1"],
+            "not the data folder: afc-covidfact reads covidfact/COVIDFACT_dataset.jsonl under it",
+        ),
+    ];
+    for (name, source, [flag, value], want) in cases {
+        let args = [
+            "dataset", "build", name, "--source", source, "--out", out, flag, value,
+        ];
+        let run = credence(&args);
+        assert!(!run.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    assert!(!Path::new(out).exists());
+
+    for args in [&["dataset", "--help"][..], &["dataset", "build", "--help"]] {
+        let run = credence(args);
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{stdout}");
+        for name in [
+            "wikisplit-bench-100",
+            "afc-covidfact",
+            "afc-liar-plus",
+            "afc-pubhealth",
+            "afc-scifact",
+            "afc-fever",
+        ] {
+            assert!(stdout.contains(&format!("\n  {name} ")), "{name}: {stdout}");
+        }
+        assert!(
+            stdout.contains("label SUPPORT|REFUTE, evidence"),
+            "{stdout}"
+        );
+    }
 }

@@ -75,7 +75,7 @@ pub fn read(path: &Path) -> Result<Vec<Record>, BenchmarkError> {
 
 /// Splits one CSV line into fields: each field is quoted (internal quotes doubled) or
 /// holds no quote at all.
-fn parse_csv_line(line: &str) -> Result<Vec<String>, String> {
+pub(crate) fn parse_csv_line(line: &str) -> Result<Vec<String>, String> {
     let mut fields = Vec::new();
     let mut chars = line.char_indices().peekable();
     loop {

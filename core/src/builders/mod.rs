@@ -1,8 +1,10 @@
 //! The benchmark builders: the paper's benchmark variants (which are not public) rebuilt
 //! deterministically from public corpora, plus PropSegmEnt's human-annotated dev
 //! sentences. One module per benchmark reads its corpus and builds examples in the
-//! [`crate::dataset`] format; [`sampling`] owns the seeded shuffle every builder uses and
-//! [`profile`] the statistics a dataset card records (counts, marker profile).
+//! [`crate::dataset`] format; [`afc`] builds the downstream fact-checking datasets
+//! (claims with a verdict and evidence, [`crate::domain::AfcExample`]); [`sampling`] owns
+//! the seeded shuffle every builder uses and [`profile`] the statistics a dataset card
+//! records (counts, marker profile).
 //!
 //! A build is a pure function of the source file, the seed and the options: the same
 //! inputs give byte-identical JSONL. Every builder reports its *funnel* (how many source
@@ -28,6 +30,7 @@
 //! # Ok::<(), credence_core::builders::BenchmarkError>(())
 //! ```
 
+pub mod afc;
 pub mod agnews;
 pub mod claimdecomp;
 pub mod profile;
@@ -95,6 +98,28 @@ impl Benchmark {
         }
     }
 
+    /// What it is, in a line (for `credence dataset --help`).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Benchmark::WikiSplit100 => {
+                "100 WikiSplit test sentences with their two-sentence splits"
+            }
+            Benchmark::WikiSplit1000 => "1,000 more, disjoint from the 100",
+            Benchmark::ClaimDecomp1000 => {
+                "AG News title + lead joined at a coordinator, rule-oracle references"
+            }
+            Benchmark::SocialClaimSplit100 => {
+                "social-media posts of compound sentences made of public atomic claims"
+            }
+            Benchmark::SocialClaimSplit1000 => {
+                "1,000 more such posts, no claim shared with the 100"
+            }
+            Benchmark::PropSegmentDev => {
+                "PropSegmEnt dev Wikipedia sentences with gold propositions"
+            }
+        }
+    }
+
     /// The number of examples the benchmark has by definition (PropSegmEnt: all that
     /// pass its filters).
     pub fn size(self) -> Option<usize> {
@@ -121,6 +146,71 @@ impl FromStr for Benchmark {
             .into_iter()
             .find(|b| b.name() == s)
             .ok_or_else(|| BenchmarkError::UnknownBenchmark(s.to_string()))
+    }
+}
+
+/// Anything `credence dataset build` can make: a decomposition benchmark (examples with
+/// reference claims) or an AFC dataset (claims with a verdict and evidence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Buildable {
+    /// A decomposition benchmark.
+    Benchmark(Benchmark),
+    /// A downstream fact-checking dataset.
+    Afc(afc::AfcDataset),
+}
+
+impl Buildable {
+    /// Every name, benchmarks first, comma-separated (for help and errors).
+    pub fn all_names() -> String {
+        Benchmark::ALL
+            .iter()
+            .map(|b| b.name())
+            .chain(afc::AfcDataset::ALL.iter().map(|d| d.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Every name with its summary, one per line, under a heading per kind (for
+    /// `credence dataset --help`).
+    pub fn catalogue() -> String {
+        let mut out = String::from(
+            "Decomposition benchmarks (id, text, references, meta; --source as named below):\n",
+        );
+        for b in Benchmark::ALL {
+            out.push_str(&format!("  {:<24}{}\n", b.name(), b.summary()));
+        }
+        out.push_str(
+            "AFC datasets (id, text, label SUPPORT|REFUTE, evidence, meta; --source: the data \
+             folder):\n",
+        );
+        for d in afc::AfcDataset::ALL {
+            out.push_str(&format!("  {:<24}{}\n", d.name(), d.summary()));
+        }
+        out
+    }
+
+    /// The name used on the command line and for the output and card files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Buildable::Benchmark(b) => b.name(),
+            Buildable::Afc(d) => d.name(),
+        }
+    }
+}
+
+impl fmt::Display for Buildable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Buildable {
+    type Err = BenchmarkError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse()
+            .map(Buildable::Benchmark)
+            .or_else(|_| s.parse().map(Buildable::Afc))
+            .map_err(|_| BenchmarkError::UnknownDataset(s.to_string()))
     }
 }
 
@@ -200,16 +290,17 @@ pub struct FunnelStep {
     pub remaining: usize,
 }
 
-/// The result of a build: the examples, and how the source was narrowed down to them.
+/// The result of a build: the examples (a benchmark's [`Example`]s, an AFC dataset's
+/// [`crate::domain::AfcExample`]s), and how the source was narrowed down to them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Build {
-    /// The benchmark's examples, in output order.
-    pub examples: Vec<Example>,
+pub struct Build<E = Example> {
+    /// The examples, in output order.
+    pub examples: Vec<E>,
     /// The filters, in the order applied.
     pub funnel: Vec<FunnelStep>,
 }
 
-impl Build {
+impl<E> Build<E> {
     fn step(&mut self, step: impl Into<String>, remaining: usize) {
         self.funnel.push(FunnelStep {
             step: step.into(),
@@ -224,6 +315,12 @@ pub enum BenchmarkError {
     /// The name is not one of the benchmarks.
     #[error("unknown benchmark {0:?}; expected one of wikisplit-bench-100, wikisplit-bench-1000, claimdecomp-bench-1000, socialclaimsplit-100, socialclaimsplit-1000, propsegment-dev")]
     UnknownBenchmark(String),
+    /// The name is neither a benchmark nor an AFC dataset.
+    #[error("unknown dataset {0:?}; expected one of {names}", names = Buildable::all_names())]
+    UnknownDataset(String),
+    /// A build option that does not apply (a split the dataset does not have, ...).
+    #[error("{0}")]
+    Options(String),
     /// A source or output file could not be read or written.
     #[error("{path}: {error}")]
     Io {
@@ -303,17 +400,33 @@ pub fn resolve_source(benchmark: Benchmark, path: &Path) -> PathBuf {
     }
 }
 
-/// The JSONL bytes of examples, exactly as [`write_jsonl`] writes them.
-pub fn to_jsonl(examples: &[Example]) -> Vec<u8> {
+/// The JSONL bytes of examples (benchmark or AFC), exactly as [`write_jsonl`] writes
+/// them: one compact JSON object per line, fields in declaration order.
+pub fn to_jsonl<E: serde::Serialize>(examples: &[E]) -> Vec<u8> {
     let mut out = Vec::new();
-    // Writing JSON values with string keys into a Vec cannot fail.
-    crate::dataset::write_jsonl(&mut out, examples).expect("JSONL into memory");
+    for ex in examples {
+        // Writing structs of strings, numbers and string-keyed maps into a Vec cannot fail.
+        serde_json::to_writer(&mut out, ex).expect("JSON into memory");
+        out.push(b'\n');
+    }
     out
+}
+
+/// The funnel as `credence dataset build` prints it and the dataset cards quote it: one
+/// line per step, the count right-aligned in six columns, two spaces, the step.
+pub fn render_funnel(funnel: &[FunnelStep]) -> String {
+    funnel
+        .iter()
+        .map(|s| format!("{:>6}  {}\n", s.remaining, s.step))
+        .collect()
 }
 
 /// Writes examples as JSONL (through a temporary file beside `path`, so a failed write
 /// leaves no half file) and returns the sha256 of the bytes written, hex.
-pub fn write_jsonl(path: &Path, examples: &[Example]) -> Result<String, BenchmarkError> {
+pub fn write_jsonl<E: serde::Serialize>(
+    path: &Path,
+    examples: &[E],
+) -> Result<String, BenchmarkError> {
     let bytes = to_jsonl(examples);
     let io_err = |error| BenchmarkError::Io {
         path: path.to_path_buf(),
@@ -371,6 +484,23 @@ pub(crate) fn json_error(path: &Path, first_line: usize, e: &serde_json::Error) 
     )
 }
 
+/// Every record of a JSONL file with its 1-based line, blank lines skipped; the first
+/// malformed line (bad JSON, a missing or mistyped field) is an error naming it.
+pub(crate) fn json_lines<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Vec<(usize, T)>, BenchmarkError> {
+    let text = read_source(path)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record = serde_json::from_str(line).map_err(|e| json_error(path, i + 1, &e))?;
+        out.push((i + 1, record));
+    }
+    Ok(out)
+}
+
 /// Number of words (whitespace-separated tokens holding a letter or digit).
 pub(crate) fn word_count(text: &str) -> usize {
     text.split_whitespace()
@@ -389,6 +519,24 @@ mod tests {
         }
         let e = "wiki".parse::<Benchmark>().unwrap_err().to_string();
         assert!(e.starts_with("unknown benchmark \"wiki\"; expected one of wikisplit-bench-100"));
+    }
+
+    #[test]
+    fn buildable_names_cover_both_kinds() {
+        assert_eq!(
+            "propsegment-dev".parse::<Buildable>().unwrap(),
+            Buildable::Benchmark(Benchmark::PropSegmentDev)
+        );
+        assert_eq!(
+            "afc-fever".parse::<Buildable>().unwrap(),
+            Buildable::Afc(afc::AfcDataset::Fever)
+        );
+        let e = "fever".parse::<Buildable>().unwrap_err().to_string();
+        assert!(
+            e.starts_with("unknown dataset \"fever\"; expected one of wikisplit-bench-100,"),
+            "{e}"
+        );
+        assert!(e.ends_with("propsegment-dev, afc-covidfact, afc-liar-plus, afc-pubhealth, afc-scifact, afc-fever"), "{e}");
     }
 
     #[test]

@@ -1,8 +1,11 @@
-//! Domain types of the CREDENCE experiments: examples, claims, modes, per-example results.
+//! Domain types of the CREDENCE experiments: examples, claims, modes, per-example results,
+//! and the downstream fact-checking examples ([`AfcExample`]).
 
+mod afc;
 mod metrics;
 mod stage;
 
+pub use afc::{AfcExample, Verdict};
 pub use metrics::{
     Better, ExampleMetrics, MetricDef, MetricKind, Per, Presentation, UnknownMetric,
 };
