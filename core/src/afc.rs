@@ -16,29 +16,9 @@
 //! assert!((c.score - 1.4 / 3.0).abs() < 1e-12);
 //! ```
 
+pub use crate::domain::Verdict;
 use crate::stats::correlation::average_ranks;
 use serde::{Deserialize, Serialize};
-
-/// A claim's gold label, or the verdict on it: the paper's binary protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Verdict {
-    /// The evidence supports the claim.
-    Support,
-    /// The evidence refutes the claim (or, for a verdict, does not support it).
-    Refute,
-}
-
-impl Verdict {
-    /// `SUPPORT` or `REFUTE`, as datasets and results store it.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Support => "SUPPORT",
-            Verdict::Refute => "REFUTE",
-        }
-    }
-}
 
 /// What the NLI judge says of one (claim, evidence) pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
