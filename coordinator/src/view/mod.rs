@@ -63,6 +63,13 @@ impl Viewer {
             .encoder_fingerprints()
             .await
             .context("listing the embedding cache's encoders")?;
+        let analyzed = store
+            .refresh_statistics()
+            .await
+            .context("refreshing the planner's statistics")?;
+        if !analyzed.is_empty() {
+            tracing::info!(tables = ?analyzed, "refreshed stale planner statistics");
+        }
         let dir =
             credence_worker::embed::locate(credence_nlp::PIPELINE_NAME, spec.nlp.path.as_deref());
         let nlp = tokio::task::spawn_blocking(move || {
