@@ -729,3 +729,85 @@ async fn an_answer_past_the_body_cap_is_refused_and_not_read_whole() {
         .unwrap();
     assert_eq!(c.text.len(), 2 << 20);
 }
+
+/// The NLI judge (issue 30) against a server whose verdict follows a rule this test
+/// knows: a claim with "not" is contradicted (-0.8), one with "maybe" gets an answer with
+/// no label, any other is supported (0.6). Two judges over one store (two workers) ask
+/// about every (claim, evidence) pair at once: each pair is sent once, every judgement is
+/// the rule's, the compound verdicts are PAPER.md's, and asking again sends nothing.
+#[tokio::test]
+async fn each_judgement_is_asked_once_and_parsed_by_the_rule() {
+    use credence_core::afc::{compound, Judgement, NliLabel, Verdict};
+    use credence_worker::llm::nli::NliJudge;
+    let server = LlmServer::start(Duration::from_millis(20), |_, user| {
+        let claim = user.split("\nCLAIM: ").nth(1).unwrap_or_default();
+        Reply::Answer(if claim.contains(" not ") {
+            "CONTRADICT -0.8".into()
+        } else if claim.contains("maybe") {
+            "I would rather not say.".into()
+        } else {
+            "<think>fine</think>\nSUPPORT 0.6".into()
+        })
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    let backend: Arc<dyn Generator> = Arc::new(OpenAiBackend::new(&settings(&server)).unwrap());
+    let a = NliJudge::new(backend.clone(), 16);
+    let b = NliJudge::new(backend, 16);
+    assert!(a.fingerprint().ends_with("+nli-v1"));
+    let evidence = vec![
+        "Ada wrote the first program.".to_string(),
+        "In 1843.".into(),
+    ];
+    let claims = [
+        "Ada wrote a program.",
+        "Ada did not write a program.",
+        "Ada maybe wrote it.",
+        "Ada wrote it in 1843.",
+    ];
+    let mut calls = Vec::new();
+    for c in claims {
+        for judge in [&a, &b, &a] {
+            calls.push(judge.judge(&store, c, &evidence));
+        }
+    }
+    let outs = futures::future::join_all(calls).await;
+    let expected = |c: &str| {
+        if c.contains(" not ") {
+            (Judgement::new(NliLabel::Contradict, -0.8), false)
+        } else if c.contains("maybe") {
+            (Judgement::new(NliLabel::Neutral, 0.0), true)
+        } else {
+            (Judgement::new(NliLabel::Support, 0.6), false)
+        }
+    };
+    for (c, out) in claims.iter().flat_map(|c| [c, c, c]).zip(&outs) {
+        let judged = out.as_ref().unwrap();
+        assert_eq!((judged.judgement, judged.parse_failed), expected(c), "{c}");
+    }
+    assert_eq!(
+        server.requests(),
+        claims.len(),
+        "one request per (claim, evidence)"
+    );
+    // The user turn held the evidence joined with spaces, then the claim.
+    assert!(server
+        .per_prompt()
+        .keys()
+        .all(|u| u.starts_with("EVIDENCE: Ada wrote the first program. In 1843.\nCLAIM: ")));
+    // Two of four supported is no strict majority: REFUTE; the score is the mean.
+    let subs: Vec<Judgement> = outs
+        .iter()
+        .step_by(3)
+        .map(|o| o.as_ref().unwrap().judgement)
+        .collect();
+    let verdict = compound(&subs).unwrap();
+    assert_eq!(verdict.verdict, Verdict::Refute);
+    assert!((verdict.score - (0.6 - 0.8 + 0.0 + 0.6) / 4.0).abs() < 1e-12);
+    // Asking again sends nothing.
+    for c in claims {
+        assert!(a.judge(&store, c, &evidence).await.unwrap().cached);
+    }
+    assert_eq!(server.requests(), claims.len());
+}

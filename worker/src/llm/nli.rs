@@ -11,11 +11,18 @@
 //! score takes +1 / 0 / -1; an answer with no label is NEUTRAL with score 0 and counts as
 //! unparsable.
 //!
+//! [`NliJudge`] asks a generator through the generation cache and its lease
+//! ([`GenerateOnce`]), so each (claim, evidence) pair is judged once per sweep, whoever
+//! asks, and a rerun sends nothing.
+//!
 //! Changing the prompt file or a parsing rule changes results: bump [`VERSION`] (it is
 //! part of the generation cache key and is stored with every judgement).
 
-use super::ChatMessage;
+use super::once::OnceError;
+use super::{ChatMessage, ChatRequest, GenerateOnce, Generator};
 use credence_core::afc::{Judgement, NliLabel};
+use credence_infra::cache::GenerationCache;
+use std::sync::Arc;
 
 /// The prompt's instructions.
 const NLI_V1: &str = include_str!("../../prompts/nli-v1.txt");
@@ -44,6 +51,74 @@ pub fn messages(claim: &str, evidence: &[String]) -> Vec<ChatMessage> {
         ChatMessage::system(NLI_V1.trim_end()),
         ChatMessage::user(format!("EVIDENCE: {evidence}\nCLAIM: {}", claim.trim())),
     ]
+}
+
+/// An NLI judge: a generator behind the generation cache, the [`VERSION`] prompt and its
+/// parse.
+pub struct NliJudge {
+    once: GenerateOnce,
+    max_new_tokens: u32,
+    fingerprint: String,
+}
+
+/// What the judge said of one (claim, evidence) pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    /// The parsed label and score.
+    pub judgement: Judgement,
+    /// True when the answer held no label (counted as NEUTRAL, 0).
+    pub parse_failed: bool,
+    /// The judge's raw answer.
+    pub completion: String,
+    /// Whether the answer came from the cache (no model call here).
+    pub cached: bool,
+}
+
+impl NliJudge {
+    /// A judge on `generator`, answering in at most `max_new_tokens`.
+    pub fn new(generator: Arc<dyn Generator>, max_new_tokens: u32) -> Self {
+        let fingerprint = format!("{}+{VERSION}", generator.fingerprint());
+        NliJudge {
+            once: GenerateOnce::new(generator),
+            max_new_tokens,
+            fingerprint,
+        }
+    }
+
+    /// The model's fingerprint joined with the prompt's version: a new prompt judges
+    /// again, as new weights do.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The request that asks about `claim` against `evidence`.
+    pub fn request(&self, claim: &str, evidence: &[String]) -> ChatRequest {
+        ChatRequest {
+            messages: messages(claim, evidence),
+            max_new_tokens: self.max_new_tokens,
+        }
+    }
+
+    /// The judgement of `claim` against `evidence`: from the cache, or asked here (once,
+    /// whoever else asks at the same time).
+    pub async fn judge(
+        &self,
+        cache: &dyn GenerationCache,
+        claim: &str,
+        evidence: &[String],
+    ) -> Result<Judged, OnceError> {
+        let generated = self
+            .once
+            .generate(cache, VERSION, &self.request(claim, evidence))
+            .await?;
+        let parsed = parse(&generated.text);
+        Ok(Judged {
+            judgement: parsed.judgement,
+            parse_failed: parsed.parse_failed,
+            completion: generated.text,
+            cached: generated.cached,
+        })
+    }
 }
 
 /// A parsed answer.
