@@ -263,6 +263,12 @@ const BROWSED_TABLES: [&str; 5] = [
     "stage_seconds",
 ];
 
+/// `stmt` bound to one example of one model: `$1` run, `$2` dataset, `$3` model, `$4`
+/// example id.
+fn of_example(stmt: Stmt, run: &str, dataset: &str, model: &str, example_id: &str) -> Stmt {
+    stmt.bind(run).bind(dataset).bind(model).bind(example_id)
+}
+
 fn parse_mode(mode: &str) -> Result<Mode, StoreError> {
     mode.parse().map_err(
         |e: credence_core::domain::UnknownMode| StoreError::Corrupt {
@@ -379,7 +385,7 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
         example_id: &str,
     ) -> Result<Option<StoredExample>, StoreError> {
         let outputs: Vec<OutputRow> = self
-            .query(
+            .query(of_example(
                 Stmt::new(
                     "SELECT p.mode, p.base_claims_json, p.claims_json, p.verifier_json,
                             p.repair_json, p.error, CAST(p.llm_calls AS BIGINT),
@@ -387,18 +393,18 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
                      FROM predictions p JOIN jobs j ON j.job_key = p.job_key
                      WHERE p.run_id = $1 AND p.dataset = $2 AND p.model = $3
                        AND p.example_id = $4",
-                )
-                .bind(run)
-                .bind(dataset)
-                .bind(model)
-                .bind(example_id),
-            )
+                ),
+                run,
+                dataset,
+                model,
+                example_id,
+            ))
             .await?;
         if outputs.is_empty() {
             return Ok(None);
         }
         let example: Option<(i64, String, String, String)> = self
-            .query(
+            .query(of_example(
                 Stmt::new(
                     "SELECT CAST(e.position AS BIGINT), e.text, e.references_json, e.meta_json
                      FROM predictions p
@@ -408,12 +414,12 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
                      WHERE p.run_id = $1 AND p.dataset = $2 AND p.model = $3
                        AND p.example_id = $4
                      LIMIT 1",
-                )
-                .bind(run)
-                .bind(dataset)
-                .bind(model)
-                .bind(example_id),
-            )
+                ),
+                run,
+                dataset,
+                model,
+                example_id,
+            ))
             .await?
             .into_iter()
             .next();
@@ -424,33 +430,33 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
             });
         };
         let metrics: Vec<(String, String, f64)> = self
-            .query(
+            .query(of_example(
                 Stmt::new(
                     "SELECT p.mode, v.metric, v.value FROM predictions p
                      JOIN metric_values v ON v.job_key = p.job_key AND v.example_id = p.example_id
                      WHERE p.run_id = $1 AND p.dataset = $2 AND p.model = $3
                        AND p.example_id = $4",
-                )
-                .bind(run)
-                .bind(dataset)
-                .bind(model)
-                .bind(example_id),
-            )
+                ),
+                run,
+                dataset,
+                model,
+                example_id,
+            ))
             .await?;
         let stages: Vec<(String, String, f64)> = self
-            .query(
+            .query(of_example(
                 Stmt::new(
                     "SELECT p.mode, s.stage, s.seconds FROM predictions p
                      JOIN stage_seconds s ON s.job_key = p.job_key AND s.example_id = p.example_id
                      WHERE p.run_id = $1 AND p.dataset = $2 AND p.model = $3
                        AND p.example_id = $4
                      ORDER BY s.stage",
-                )
-                .bind(run)
-                .bind(dataset)
-                .bind(model)
-                .bind(example_id),
-            )
+                ),
+                run,
+                dataset,
+                model,
+                example_id,
+            ))
             .await?;
         let models: Vec<(String,)> = self
             .query(
