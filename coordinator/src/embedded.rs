@@ -59,6 +59,8 @@ pub struct RunReport {
     /// Embedding cache hits and misses of this run (distinct texts per job), if the
     /// sweep has an encoder.
     pub embedding_cache: Option<CacheCounts>,
+    /// The AFC table of what is stored, if the sweep has `[afc]`.
+    pub afc: Option<credence_core::afc::table::AfcTable>,
 }
 
 /// Runs a sweep to completion (or until `stop` turns true).
@@ -178,6 +180,7 @@ async fn execute(
         summary: Vec::new(),
         unaggregated: Vec::new(),
         embedding_cache: None,
+        afc: None,
     };
     let mut aggregated: HashSet<ConfigRef> = HashSet::new();
     while let Some(event) = events_rx.recv().await {
@@ -238,5 +241,8 @@ async fn execute(
     (report.summary, report.unaggregated) =
         crate::summary::from_aggregates(&jobs, &store.run_statistics(&run.run_id).await?);
     report.embedding_cache = scorer.encoder.as_ref().map(|e| e.counts());
+    if sweep.afc.is_some() {
+        report.afc = Some(crate::report::afc_table(store.as_ref(), &run.run_id, &sweep).await?);
+    }
     Ok(report)
 }

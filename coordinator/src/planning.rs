@@ -3,8 +3,8 @@
 
 use anyhow::Context;
 use credence_core::dataset::{self, LoadedDataset};
-use credence_core::job::{plan, Job, PlannedDataset, PlannedModel};
-use credence_core::sweep::SweepSpec;
+use credence_core::job::{plan, plan_afc, AfcPlan, Job, PlannedDataset, PlannedModel};
+use credence_core::sweep::{AfcSpec, SweepSpec};
 use credence_worker::decompose::{self, Decomposer};
 use credence_worker::pipeline::scoring::Scorer;
 use sha2::{Digest, Sha256};
@@ -75,20 +75,81 @@ pub fn prepare(sweep: SweepSpec) -> anyhow::Result<Plan> {
             len: d.examples.len() as u32,
         })
         .collect();
-    let jobs = plan(
+    let version = config_version(&sweep, encoder_fingerprint);
+    let mut jobs = plan(
         &sweep.name,
         &models,
         &planned,
         &sweep.modes,
         sweep.shard_size,
-        &config_version(&sweep, encoder_fingerprint),
+        &version,
     );
+    if let Some(afc) = &sweep.afc {
+        let mut afc_sets = Vec::new();
+        for ds in &afc.datasets {
+            let loaded = dataset::load_afc(&ds.path)
+                .with_context(|| format!("loading AFC dataset {:?}", ds.id))?;
+            afc_sets.push(PlannedDataset {
+                id: ds.id.clone(),
+                hash: loaded.hash.clone(),
+                len: loaded.examples.len() as u32,
+            });
+            datasets.push((ds.id.clone(), loaded));
+        }
+        jobs.extend(afc_jobs(&sweep, afc, &models, &afc_sets, &version)?);
+    }
     Ok(Plan {
         sweep,
         datasets,
         scorer,
         jobs,
     })
+}
+
+/// The AFC jobs of a sweep: decomposer x AFC dataset x setting x shard, judged by the
+/// `[afc]` judge, whose fingerprint is computed here without loading it.
+fn afc_jobs(
+    sweep: &SweepSpec,
+    afc: &AfcSpec,
+    models: &[PlannedModel],
+    datasets: &[PlannedDataset],
+    version: &str,
+) -> anyhow::Result<Vec<Job>> {
+    let judge_spec = sweep
+        .models
+        .iter()
+        .find(|m| m.name == afc.judge)
+        .context("the [afc] judge is not a model of the sweep")?;
+    let generator = decompose::generator_fingerprint(judge_spec)?
+        .with_context(|| format!("the [afc] judge {:?} is not an LLM", afc.judge))?;
+    let judge_fingerprint = credence_worker::llm::nli::NliJudge::fingerprint_of(&generator);
+    let decomposers: Vec<PlannedModel> = models
+        .iter()
+        .filter(|m| afc.decomposers.contains(&m.name))
+        .cloned()
+        .collect();
+    // What changes an AFC job's results beyond its decomposer, dataset, setting and judge.
+    let settings = serde_json::json!({
+        "sweep": version,
+        "nli_prompt": credence_worker::llm::nli::VERSION,
+        "decomposition_mode": afc.decomposition_mode,
+        "judge_max_new_tokens": afc.max_new_tokens,
+    });
+    let afc_version =
+        hex::encode(Sha256::digest(settings.to_string().as_bytes()))[..16].to_string();
+    Ok(plan_afc(
+        &sweep.name,
+        &decomposers,
+        datasets,
+        &AfcPlan {
+            settings: &afc.settings,
+            decomposition_mode: afc.decomposition_mode,
+            judge: &afc.judge,
+            judge_fingerprint: &judge_fingerprint,
+        },
+        sweep.shard_size,
+        &afc_version,
+    ))
 }
 
 /// Hash of the settings that change results, beyond model and dataset. The encoder

@@ -4,6 +4,7 @@
 //! compute shows as `-`. A configuration with a failed or unfinished job is never
 //! aggregated, so it is not a row: the run names it below the table instead.
 
+use credence_core::afc::table::AfcTable;
 use credence_core::domain::{ExampleMetrics, MetricDef, MetricKind, Mode};
 use credence_core::job::{ConfigRef, Job};
 use credence_infra::store::RunStatistics;
@@ -40,7 +41,8 @@ impl SummaryRow {
 /// aggregates come back second.
 pub fn from_aggregates(jobs: &[Job], stats: &RunStatistics) -> (Vec<SummaryRow>, Vec<ConfigRef>) {
     let mut configs: Vec<ConfigRef> = Vec::new();
-    for job in jobs {
+    // AFC configurations have no aggregates: their table is `render_afc`'s.
+    for job in jobs.iter().filter(|j| j.afc.is_none()) {
         let c = ConfigRef::of(job);
         if !configs.contains(&c) {
             configs.push(c);
@@ -83,6 +85,7 @@ pub fn render(rows: &[SummaryRow]) -> String {
         .collect();
     let mut header = vec!["model", "dataset", "mode", "n"];
     header.extend(shown.iter().filter_map(|d| d.label));
+    let header = header;
     let cell = |d: &MetricDef, v: Option<f64>| match (d.kind, v) {
         (_, None) => "-".to_string(),
         (MetricKind::Flag, Some(v)) => format!("{:.1}", 100.0 * v),
@@ -102,8 +105,49 @@ pub fn render(rows: &[SummaryRow]) -> String {
             row
         })
         .collect();
+    aligned(&header, &cells, 3)
+}
+
+/// The AFC results of an embedded run as an aligned text table: per decomposer, AFC
+/// dataset and setting, the claims and their accuracy, macro-F1 and AUC (the intervals
+/// and differences are `credence report --table afc`'s).
+pub fn render_afc(table: &AfcTable) -> String {
+    let header = [
+        "decomposer",
+        "afc dataset",
+        "setting",
+        "n",
+        "acc",
+        "macro-f1",
+        "auc",
+        "subs",
+    ];
+    let cells: Vec<Vec<String>> = table
+        .cells
+        .iter()
+        .map(|c| {
+            let mut row = vec![
+                c.model.clone(),
+                c.dataset.clone(),
+                c.setting.to_string(),
+                c.n.to_string(),
+            ];
+            row.extend(
+                c.metrics
+                    .iter()
+                    .map(|m| m.map_or("-".to_string(), |v| format!("{:.4}", v.value))),
+            );
+            row.push(format!("{:.2}", c.mean_subclaims));
+            row
+        })
+        .collect();
+    aligned(&header, &cells, 3)
+}
+
+/// `header` and `cells` as aligned columns: the first `text` left, the others right.
+fn aligned(header: &[&str], cells: &[Vec<String>], text: usize) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in &cells {
+    for row in cells {
         for (w, c) in widths.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());
         }
@@ -112,7 +156,7 @@ pub fn render(rows: &[SummaryRow]) -> String {
     let line = |out: &mut String, row: &[String]| {
         for (i, (c, w)) in row.iter().zip(&widths).enumerate() {
             // Text columns align left, numbers right.
-            if i < 3 {
+            if i < text {
                 let _ = write!(out, "{c:<w$}  ");
             } else {
                 let _ = write!(out, "{c:>w$}  ");
@@ -128,7 +172,7 @@ pub fn render(rows: &[SummaryRow]) -> String {
     );
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
     line(&mut out, &rule);
-    for row in &cells {
+    for row in cells {
         line(&mut out, row);
     }
     out

@@ -460,6 +460,7 @@ fn a_forged_message_is_dead_lettered_not_run() {
         start: f[5].parse().unwrap(),
         len: f[6].parse().unwrap(),
         config_version: f[7].into(),
+        afc: None,
     };
     let body = serde_json::to_vec(&credence_core::job::Message::job(forged)).unwrap();
     // Published ahead of the real messages, so it reaches the worker first.

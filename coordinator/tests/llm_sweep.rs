@@ -10,6 +10,9 @@ mod support;
 #[path = "../../worker/tests/support/llm_server.rs"]
 mod llm_server;
 
+#[path = "llm_sweep/afc.rs"]
+mod afc;
+
 use llm_server::{LlmServer, Reply};
 use std::path::{Path, PathBuf};
 use std::process::Command;

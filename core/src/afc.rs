@@ -17,6 +17,8 @@
 //! ```
 
 pub use crate::domain::Verdict;
+
+pub mod table;
 use crate::stats::correlation::average_ranks;
 use serde::{Deserialize, Serialize};
 
@@ -127,6 +129,148 @@ pub fn compound(subs: &[Judgement]) -> Option<Compound> {
     };
     let score = subs.iter().map(|j| j.score).sum::<f64>() / subs.len() as f64;
     Some(Compound { verdict, score })
+}
+
+/// How a claim is put to the judge (the paper's three columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfcSetting {
+    /// The claim whole, one judgement.
+    None,
+    /// Split by the decomposer under the CREDENCE prompt and the sweep's AFC
+    /// decomposition mode; each sub-claim judged alone.
+    Credence,
+    /// Split by the same model under the FActScore prompt (base mode); each sub-claim
+    /// judged alone.
+    Factscore,
+}
+
+impl AfcSetting {
+    /// Every setting, in the paper's column order.
+    pub const ALL: [AfcSetting; 3] = [
+        AfcSetting::None,
+        AfcSetting::Factscore,
+        AfcSetting::Credence,
+    ];
+
+    /// `none`, `credence` or `factscore`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AfcSetting::None => "none",
+            AfcSetting::Credence => "credence",
+            AfcSetting::Factscore => "factscore",
+        }
+    }
+}
+
+impl std::fmt::Display for AfcSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for AfcSetting {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AfcSetting::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| format!("unknown AFC setting {s:?}; expected none, credence, factscore"))
+    }
+}
+
+/// One claim put to the judge and what it said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgedClaim {
+    /// The (sub-)claim.
+    pub claim: String,
+    /// The judge's label.
+    pub label: NliLabel,
+    /// Its score in [-1, 1].
+    pub score: f64,
+    /// The judge's answer held no label (counted NEUTRAL, 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unparsable: bool,
+}
+
+/// What an AFC job found for one claim: the claims judged, the verdict and score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AfcResult {
+    /// The claim's id within its dataset.
+    pub example_id: String,
+    /// The gold verdict.
+    pub gold: Verdict,
+    /// The claims judged, in order: the sub-claims, or the claim itself (setting
+    /// `none`, or an empty decomposition).
+    pub judged: Vec<JudgedClaim>,
+    /// The compound verdict (or the whole claim's).
+    pub verdict: Verdict,
+    /// Its score.
+    pub score: f64,
+    /// The decomposition was empty and the claim was judged whole.
+    pub fell_back: bool,
+    /// Sub-claims the decomposition gave (0 for `none` and for a fallback).
+    pub n_subclaims: u32,
+    /// Calls to a model for this claim in this job (decomposition, repair tiers, one per
+    /// judgement), counted whether or not the answer came from the generation cache, as
+    /// a decomposition's are: the calls belong to the claim, not to the process.
+    pub llm_calls: u32,
+    /// Why the claim could not be decomposed, when it could not (then it fell back).
+    pub error: Option<String>,
+}
+
+impl AfcResult {
+    /// The verdict and score of `judged` under `setting`: the whole claim's for `none`
+    /// and for a fallback, else the compound of the sub-claims.
+    #[must_use]
+    pub fn verdict_of(judged: &[JudgedClaim], whole_claim: bool) -> Compound {
+        let judgements: Vec<Judgement> = judged
+            .iter()
+            .map(|j| Judgement::new(j.label, j.score))
+            .collect();
+        match (whole_claim, compound(&judgements)) {
+            (false, Some(c)) => c,
+            _ => whole(
+                judgements
+                    .first()
+                    .copied()
+                    .unwrap_or_else(Judgement::unparsable),
+            ),
+        }
+    }
+
+    /// Judgements whose answer held no label.
+    #[must_use]
+    pub fn unparsable(&self) -> u32 {
+        self.judged.iter().filter(|j| j.unparsable).count() as u32
+    }
+}
+
+/// One claim of an AFC configuration as stored: what the report's AFC table reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredAfc {
+    /// The decomposer.
+    pub model: String,
+    /// The AFC dataset's id.
+    pub dataset: String,
+    /// The setting.
+    pub setting: AfcSetting,
+    /// The claim's id.
+    pub example_id: String,
+    /// The gold verdict.
+    pub gold: Verdict,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Its score.
+    pub score: f64,
+    /// Sub-claims of the decomposition.
+    pub n_subclaims: u32,
+    /// Judged whole after an empty decomposition.
+    pub fell_back: bool,
+    /// Judgements whose answer held no label.
+    pub unparsable: u32,
 }
 
 /// Accuracy, macro-F1 and ROC-AUC of verdicts against gold labels.

@@ -80,6 +80,22 @@ const FIELDS: [&str; 4] = ["id", "text", "references", "meta"];
 /// # Ok::<(), credence_core::dataset::DatasetError>(())
 /// ```
 pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
+    load_lines(path, parse_line)
+}
+
+/// Loads an AFC dataset file (`credence dataset build afc-*`): one claim per line,
+/// `{"id", "text", "label": "SUPPORT"|"REFUTE", "evidence": ["..."], "meta"}`, with the
+/// same limits and `file:line` errors as [`load`]. Each claim becomes an [`Example`]
+/// without references whose `meta.afc` holds its gold label and evidence
+/// ([`crate::domain::AfcGold`]), so that the store keeps it with every other example.
+pub fn load_afc(path: &Path) -> Result<LoadedDataset, DatasetError> {
+    load_lines(path, parse_afc_line)
+}
+
+fn load_lines(
+    path: &Path,
+    parse: fn(&str) -> Result<Example, String>,
+) -> Result<LoadedDataset, DatasetError> {
     let io_err = |reason| DatasetError::Io {
         path: path.to_path_buf(),
         reason,
@@ -122,7 +138,7 @@ pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
                 "empty line; expected one JSON object per line".into(),
             ));
         }
-        let example = parse_line(text).map_err(line_err)?;
+        let example = parse(text).map_err(line_err)?;
         if let Some(first) = first_line_of.get(&example.id) {
             return Err(line_err(format!(
                 "duplicate id {:?} (first used on line {first})",
@@ -145,7 +161,102 @@ pub fn load(path: &Path) -> Result<LoadedDataset, DatasetError> {
     })
 }
 
+/// The fields an AFC claim line may have.
+const AFC_FIELDS: [&str; 5] = ["id", "text", "label", "evidence", "meta"];
+
+fn parse_afc_line(line: &str) -> Result<Example, String> {
+    use crate::domain::{AfcGold, Verdict, AFC_META_KEY};
+    let mut obj = json_object(line)?;
+    if let Some(unknown) = obj.keys().find(|k| !AFC_FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?}; an AFC claim has id, text, label, evidence, meta (put extra data in meta)"
+        ));
+    }
+    let label = obj.remove("label");
+    let evidence = obj.remove("evidence");
+    let mut example = parse_example(obj, false)?;
+    let id = example.id.clone();
+    let label = match label {
+        None => return Err(format!("missing field \"label\" (id {id:?})")),
+        Some(serde_json::Value::String(s)) => match s.as_str() {
+            "SUPPORT" => Verdict::Support,
+            "REFUTE" => Verdict::Refute,
+            other => {
+                return Err(format!(
+                    "field \"label\" is {other:?}; expected \"SUPPORT\" or \"REFUTE\" (id {id:?})"
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(format!(
+                "field \"label\" must be a string, got {} (id {id:?})",
+                kind(&other)
+            ))
+        }
+    };
+    let evidence = string_list(evidence, "evidence", &id)?;
+    if example.meta.contains_key(AFC_META_KEY) {
+        return Err(format!(
+            "field \"meta.{AFC_META_KEY}\" is reserved for the label and evidence (id {id:?})"
+        ));
+    }
+    let gold = serde_json::to_value(AfcGold { label, evidence })
+        .map_err(|e| format!("{e} (id {id:?})"))?;
+    example.meta.insert(AFC_META_KEY.to_string(), gold);
+    Ok(example)
+}
+
+/// A non-empty array of non-empty strings (`references`, `evidence`), each checked.
+fn string_list(
+    raw: Option<serde_json::Value>,
+    field: &str,
+    id: &str,
+) -> Result<Vec<String>, String> {
+    match raw {
+        None => Err(format!("missing field \"{field}\" (id {id:?})")),
+        Some(serde_json::Value::Array(items)) => {
+            if items.is_empty() {
+                return Err(format!("field \"{field}\" is empty (id {id:?})"));
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                match item {
+                    serde_json::Value::String(s) if !s.trim().is_empty() => {
+                        check_string(&format!("{field}[{i}]"), &s, Some(id))?;
+                        out.push(s);
+                    }
+                    serde_json::Value::String(_) => {
+                        return Err(format!("field \"{field}[{i}]\" is empty (id {id:?})"))
+                    }
+                    other => {
+                        return Err(format!(
+                            "field \"{field}[{i}]\" must be a string, got {} (id {id:?})",
+                            kind(&other)
+                        ))
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Some(other) => Err(format!(
+            "field \"{field}\" must be an array of strings, got {} (id {id:?})",
+            kind(&other)
+        )),
+    }
+}
+
 fn parse_line(line: &str) -> Result<Example, String> {
+    let obj = json_object(line)?;
+    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?}; expected id, text, references, meta (put extra data in meta)"
+        ));
+    }
+    parse_example(obj, true)
+}
+
+/// A line's JSON object.
+fn json_object(line: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     let value: serde_json::Value = serde_json::from_str(line).map_err(|e| {
         // serde_json reports "line 1 column N" of this one line: keep the column.
         format!(
@@ -154,14 +265,18 @@ fn parse_line(line: &str) -> Result<Example, String> {
             strip_position(&e.to_string())
         )
     })?;
-    let serde_json::Value::Object(mut obj) = value else {
+    let serde_json::Value::Object(obj) = value else {
         return Err(format!("expected a JSON object, got {}", kind(&value)));
     };
-    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown field {unknown:?}; expected id, text, references, meta (put extra data in meta)"
-        ));
-    }
+    Ok(obj)
+}
+
+/// An example from its object's `id`, `text`, `meta` and, when `with_references`,
+/// `references` (the caller has refused unknown fields).
+fn parse_example(
+    mut obj: serde_json::Map<String, serde_json::Value>,
+    with_references: bool,
+) -> Result<Example, String> {
     let raw_id = obj.remove("id");
     let raw_text = obj.remove("text");
     let raw_refs = obj.remove("references");
@@ -192,35 +307,10 @@ fn parse_line(line: &str) -> Result<Example, String> {
             ))
         }
     };
-    let references = match raw_refs {
-        None => return Err(format!("missing field \"references\" (id {id:?})")),
-        Some(serde_json::Value::Array(items)) => {
-            if items.is_empty() {
-                return Err(format!("field \"references\" is empty (id {id:?})"));
-            }
-            let mut refs = Vec::with_capacity(items.len());
-            for (i, item) in items.into_iter().enumerate() {
-                match item {
-                    serde_json::Value::String(s) if !s.trim().is_empty() => refs.push(s),
-                    serde_json::Value::String(_) => {
-                        return Err(format!("field \"references[{i}]\" is empty (id {id:?})"))
-                    }
-                    other => {
-                        return Err(format!(
-                            "field \"references[{i}]\" must be a string, got {} (id {id:?})",
-                            kind(&other)
-                        ))
-                    }
-                }
-            }
-            refs
-        }
-        Some(other) => {
-            return Err(format!(
-                "field \"references\" must be an array of strings, got {} (id {id:?})",
-                kind(&other)
-            ))
-        }
+    let references = if with_references {
+        string_list(raw_refs, "references", &id)?
+    } else {
+        Vec::new()
     };
     let meta = match raw_meta {
         None | Some(serde_json::Value::Null) => serde_json::Map::new(),
@@ -234,9 +324,6 @@ fn parse_line(line: &str) -> Result<Example, String> {
     };
     check_string("id", &id, None)?;
     check_string("text", &text, Some(&id))?;
-    for (i, r) in references.iter().enumerate() {
-        check_string(&format!("references[{i}]"), r, Some(&id))?;
-    }
     for (key, value) in &meta {
         check_json(&format!("meta.{}", key.escape_debug()), key, value, &id)?;
     }
@@ -340,6 +427,49 @@ mod tests {
     }
 
     const GOOD: &str = r#"{"id": "a", "text": "A and B.", "references": ["A.", "B."]}"#;
+
+    fn load_afc_str(content: &str) -> Result<LoadedDataset, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.jsonl");
+        std::fs::write(&path, content).unwrap();
+        load_afc(&path).map_err(|e| {
+            let e = e.to_string();
+            e.split_once("d.jsonl")
+                .map_or(e.clone(), |x| x.1.to_string())
+        })
+    }
+
+    #[test]
+    fn afc_claims_carry_their_label_and_evidence_in_meta() {
+        use crate::domain::{AfcGold, Verdict};
+        let line = r#"{"id": "c1", "text": "Masks work.", "label": "SUPPORT", "evidence": ["One.", "Two."], "meta": {"source": "x"}}"#;
+        let ds = load_afc_str(&format!(
+            "{line}
+"
+        ))
+        .unwrap();
+        let ex = &ds.examples[0];
+        assert!(ex.references.is_empty());
+        assert_eq!(ex.meta["source"], "x");
+        let gold = AfcGold::of(ex).unwrap();
+        assert_eq!(gold.label, Verdict::Support);
+        assert_eq!(gold.evidence, ["One.", "Two."]);
+        // A decomposition dataset's example has no gold verdict.
+        let plain = load_str(&format!("{GOOD}\n")).unwrap();
+        assert!(AfcGold::of(&plain.examples[0])
+            .unwrap_err()
+            .contains("not loaded from an AFC dataset"));
+        for (bad, want) in [
+            (line.replace("SUPPORT", "NEI"), ":1: field \"label\" is \"NEI\"; expected \"SUPPORT\" or \"REFUTE\" (id \"c1\")"),
+            (line.replace(r#""evidence": ["One.", "Two."], "#, ""), ":1: missing field \"evidence\" (id \"c1\")"),
+            (line.replace(r#"["One.", "Two."]"#, "[]"), ":1: field \"evidence\" is empty (id \"c1\")"),
+            (line.replace(r#""source": "x""#, r#""afc": 1"#), ":1: field \"meta.afc\" is reserved"),
+            (line.replace(r#""label""#, r#""references""#), ":1: unknown field \"references\"; an AFC claim has id, text, label, evidence, meta"),
+        ] {
+            let e = load_afc_str(&format!("{bad}\n")).unwrap_err();
+            assert!(e.starts_with(want), "{e}\nwanted: {want}");
+        }
+    }
 
     #[test]
     fn loads_valid_file_and_hashes_it() {

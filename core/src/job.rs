@@ -1,6 +1,7 @@
 //! Jobs: the unit of work on the queue (one model x dataset x mode x shard), their
 //! content keys, planning a sweep into jobs, and the versioned message that carries them.
 
+use crate::afc::AfcSetting;
 use crate::domain::Mode;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -33,6 +34,88 @@ pub struct Job {
     pub len: u32,
     /// Hash of the settings that change results (prompt, verifier, encoder, pipeline).
     pub config_version: String,
+    /// For a downstream fact-checking job, its AFC dataset, setting and judge; `None`
+    /// for a decomposition job (whose message and key are then as before AFC existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afc: Option<AfcTask>,
+}
+
+/// What makes a job a downstream fact-checking (AFC) job: one decomposer (the job's
+/// model) x AFC dataset x setting, judged by one judge. Its `dataset` is the
+/// configuration's id, `<AFC dataset>@<setting>`
+/// ([`crate::sweep::AfcSpec::config_dataset`]), so that each setting is a configuration
+/// of its own; its `mode` is the sweep's AFC decomposition mode for `credence` and
+/// `base` for the others.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AfcTask {
+    /// The AFC dataset's id in the sweep.
+    pub dataset: String,
+    /// How claims are put to the judge.
+    pub setting: AfcSetting,
+    /// The judge's model name in the sweep.
+    pub judge: String,
+    /// The judge's fingerprint (its generator's and the NLI prompt's version).
+    pub judge_fingerprint: String,
+}
+
+/// The AFC part of a plan: what [`plan_afc`] needs beyond the decomposers and datasets.
+#[derive(Debug, Clone)]
+pub struct AfcPlan<'a> {
+    /// The settings, in order.
+    pub settings: &'a [AfcSetting],
+    /// The `credence` setting's mode.
+    pub decomposition_mode: Mode,
+    /// The judge's name.
+    pub judge: &'a str,
+    /// The judge's fingerprint.
+    pub judge_fingerprint: &'a str,
+}
+
+/// Plans the AFC jobs of a run in a stable order: decomposer, AFC dataset, setting,
+/// shard. `datasets` carries the AFC datasets' own ids.
+pub fn plan_afc(
+    run_id: &str,
+    decomposers: &[PlannedModel],
+    datasets: &[PlannedDataset],
+    afc: &AfcPlan<'_>,
+    shard_size: u32,
+    config_version: &str,
+) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for ds in datasets {
+        for &setting in afc.settings {
+            let mode = match setting {
+                AfcSetting::Credence => afc.decomposition_mode,
+                AfcSetting::None | AfcSetting::Factscore => Mode::Base,
+            };
+            let config = PlannedDataset {
+                id: crate::sweep::AfcSpec::config_dataset(&ds.id, setting),
+                ..ds.clone()
+            };
+            let task = AfcTask {
+                dataset: ds.id.clone(),
+                setting,
+                judge: afc.judge.to_string(),
+                judge_fingerprint: afc.judge_fingerprint.to_string(),
+            };
+            for mut job in plan(
+                run_id,
+                decomposers,
+                &[config],
+                &[mode],
+                shard_size,
+                config_version,
+            ) {
+                job.afc = Some(task.clone());
+                job.key = content_key(&job);
+                jobs.push(job);
+            }
+        }
+    }
+    // Decomposer first, as [`plan`] orders jobs.
+    let order: Vec<&str> = decomposers.iter().map(|m| m.name.as_str()).collect();
+    jobs.sort_by_key(|j| order.iter().position(|m| *m == j.model));
+    jobs
 }
 
 /// What the planner needs to know of a model.
@@ -85,6 +168,7 @@ pub fn plan(
                         start,
                         len,
                         config_version: config_version.to_string(),
+                        afc: None,
                     };
                     job.key = content_key(&job);
                     jobs.push(job);
@@ -116,6 +200,19 @@ pub fn content_key(job: &Job) -> String {
     ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
+    }
+    // A decomposition job's key is what it was before AFC jobs existed.
+    if let Some(afc) = &job.afc {
+        for part in [
+            "afc",
+            &afc.dataset,
+            afc.setting.as_str(),
+            &afc.judge,
+            &afc.judge_fingerprint,
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
     }
     hex::encode(h.finalize())
 }
@@ -286,6 +383,62 @@ mod tests {
         for v in variants {
             assert_ne!(content_key(&v), base.key);
         }
+    }
+
+    #[test]
+    fn afc_jobs_are_one_configuration_per_setting_with_keys_of_their_own() {
+        let ds = [PlannedDataset {
+            id: "covid".into(),
+            hash: "h".into(),
+            len: 12,
+        }];
+        let settings = [
+            AfcSetting::None,
+            AfcSetting::Factscore,
+            AfcSetting::Credence,
+        ];
+        let afc = AfcPlan {
+            settings: &settings,
+            decomposition_mode: Mode::All,
+            judge: "j",
+            judge_fingerprint: "jf",
+        };
+        let jobs = plan_afc("r", &models(), &ds, &afc, 5, "c");
+        assert_eq!(jobs.len(), 3 * 3);
+        let configs: Vec<(&str, Mode)> = jobs
+            .iter()
+            .filter(|j| j.shard == 0)
+            .map(|j| (j.dataset.as_str(), j.mode))
+            .collect();
+        assert_eq!(
+            configs,
+            [
+                ("covid@none", Mode::Base),
+                ("covid@factscore", Mode::Base),
+                ("covid@credence", Mode::All)
+            ]
+        );
+        let keys: std::collections::HashSet<_> = jobs.iter().map(|j| &j.key).collect();
+        assert_eq!(keys.len(), jobs.len());
+        assert!(jobs.iter().all(|j| content_key(j) == j.key));
+        // The judge is part of the key.
+        let mut other = jobs[0].clone();
+        other.afc.as_mut().unwrap().judge_fingerprint = "jf2".into();
+        assert_ne!(content_key(&other), jobs[0].key);
+        // The message carries the AFC part; a decomposition job's has none.
+        let json = serde_json::to_string(&Message::job(jobs[0].clone())).unwrap();
+        assert!(
+            json.contains(r#""afc":{"dataset":"covid","setting":"none","judge":"j""#),
+            "{json}"
+        );
+        assert_eq!(
+            Message::decode(json.as_bytes()).unwrap(),
+            Message::job(jobs[0].clone())
+        );
+        let plain = plan("r", &models(), &ds, &[Mode::Base], 5, "c").remove(0);
+        assert!(!serde_json::to_string(&Message::job(plain))
+            .unwrap()
+            .contains("afc"));
     }
 
     #[test]

@@ -509,6 +509,9 @@ pub struct SweepSpec {
     /// Comparisons beyond the automatic ones (`[[comparisons]]`).
     #[serde(default)]
     pub comparisons: Vec<ComparisonSpec>,
+    /// Downstream fact-checking (`[afc]`), if the sweep runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afc: Option<AfcSpec>,
 }
 
 #[derive(Deserialize)]
@@ -522,6 +525,7 @@ struct RawSweep {
     models: Option<Spanned<Vec<Spanned<RawModel>>>>,
     datasets: Option<Spanned<Vec<Spanned<RawDataset>>>>,
     comparisons: Option<Vec<Spanned<comparisons::RawComparison>>>,
+    afc: Option<Spanned<afc::RawAfc>>,
 }
 
 #[derive(Deserialize)]
@@ -799,10 +803,18 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
         }
         models.push(spec.0);
     }
-    let datasets_raw = raw
-        .datasets
-        .ok_or_else(|| v.err(0..0, "no [[datasets]]; a sweep needs at least one dataset"))?;
-    if datasets_raw.get_ref().is_empty() {
+    // A sweep that runs downstream fact-checking alone needs no decomposition dataset.
+    let datasets_raw = match raw.datasets {
+        Some(d) => d,
+        None if raw.afc.is_some() => Spanned::new(0..0, Vec::new()),
+        None => {
+            return Err(v.err(
+                0..0,
+                "no [[datasets]]; a sweep needs at least one dataset (or an [afc] section)",
+            ))
+        }
+    };
+    if datasets_raw.get_ref().is_empty() && raw.afc.is_none() {
         return Err(v.err(
             datasets_raw.span(),
             "datasets is empty; a sweep needs at least one dataset",
@@ -836,7 +848,12 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
         });
     }
     let comparisons = v.comparisons(raw.comparisons, &models, &modes, &datasets)?;
+    let afc = match raw.afc {
+        None => None,
+        Some(a) => Some(v.afc(a, &models, &datasets, base)?),
+    };
     Ok(SweepSpec {
+        afc,
         name: name.into_inner(),
         comparisons,
         modes,
@@ -1213,7 +1230,9 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
+mod afc;
 mod comparisons;
+pub use afc::{AfcSpec, DEFAULT_JUDGE_MAX_NEW_TOKENS};
 pub use comparisons::{ComparisonSpec, ModelMode};
 
 #[cfg(test)]

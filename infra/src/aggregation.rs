@@ -8,7 +8,7 @@
 use crate::store::{Store, StoreError};
 use credence_core::aggregation::{aggregate, comparison_pairs, config_of, Aggregation, Partner};
 use credence_core::job::ConfigRef;
-use credence_core::sweep::ModelMode;
+use credence_core::sweep::{AfcSpec, ModelMode};
 
 /// Aggregates a finished configuration and writes the result (replacing earlier rows,
 /// so a repeat is harmless); returns what it wrote.
@@ -19,6 +19,20 @@ pub async fn aggregate_config(
     let spec = store.run_sweep(&config.run_id).await?;
     let bootstrap = spec.bootstrap.stats();
     let method = spec.bootstrap.ci;
+    if spec.afc.is_some() && AfcSpec::is_config_dataset(&config.dataset) {
+        // An AFC configuration has no metric vectors: its numbers are paired across
+        // settings, so `credence report --table afc` computes them from `afc_results` once
+        // every setting is there. Aggregating it only marks it complete.
+        let aggregation = Aggregation {
+            config: config.clone(),
+            bootstrap,
+            method,
+            estimates: Vec::new(),
+            comparisons: Vec::new(),
+        };
+        store.write_aggregation(&aggregation).await?;
+        return Ok(aggregation);
+    }
     let values = store.config_values(config).await?;
     let me = ModelMode {
         model: config.model.clone(),

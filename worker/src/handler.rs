@@ -27,6 +27,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod afc;
+
 /// Why a job failed.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -102,6 +104,23 @@ pub enum JobError {
         /// What failed.
         source: ModeError,
     },
+    /// The judge of an AFC job could not be asked (after the endpoint's retries).
+    #[error("job {key}: the AFC judge: {source}")]
+    Judge {
+        /// Job key.
+        key: String,
+        /// What failed.
+        source: crate::llm::once::OnceError,
+    },
+    /// An AFC job's inputs are not what it needs (an example without gold label and
+    /// evidence, a run without `[afc]`).
+    #[error("job {key}: {message}")]
+    Afc {
+        /// Job key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -116,6 +135,10 @@ impl JobError {
             JobError::Score { source, .. } => source.is_transient(),
             JobError::Decompose { source, .. } => source.is_transient(),
             JobError::Mode { source, .. } => source.is_transient(),
+            JobError::Judge {
+                source: crate::llm::once::OnceError::Cache(e),
+                ..
+            } => e.is_transient(),
             _ => false,
         }
     }
@@ -132,6 +155,39 @@ pub struct JobInputs {
     pub examples: Vec<Example>,
 }
 
+/// What a job computed, before it is written.
+#[derive(Debug)]
+pub enum JobOutput {
+    /// A decomposition job's scored examples.
+    Decomposition(Vec<ExampleResult>),
+    /// An AFC job's judged claims.
+    Afc(Vec<credence_core::afc::AfcResult>),
+}
+
+impl JobOutput {
+    /// Examples (claims) computed.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            JobOutput::Decomposition(r) => r.len(),
+            JobOutput::Afc(r) => r.len(),
+        }
+    }
+
+    /// Whether nothing was computed (an empty shard).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A shard decomposed and run through a mode ([`JobHandler::claims_in_mode`]).
+struct InMode {
+    bases: Vec<Decomposition>,
+    errors: Vec<Option<String>>,
+    outcome: crate::pipeline::modes::ModeOutcome,
+}
+
 /// Runs jobs; holds the models and scorers they need, loaded once.
 pub struct JobHandler {
     /// The models this handler runs (by sweep name); a job for another is refused.
@@ -140,6 +196,9 @@ pub struct JobHandler {
     decomposers: Mutex<HashMap<String, Arc<dyn Decomposer>>>,
     /// The scorer of each run seen so far.
     scorers: Mutex<HashMap<String, Arc<Scorer>>>,
+    /// AFC's helpers built on loaded models' generators: each judge (by model name) and
+    /// each decomposer's FActScore-prompt twin.
+    afc: afc::AfcModels,
     /// One lock per model or run being loaded: the jobs that start together (one per
     /// queue) wait for one load instead of each loading the same weights.
     loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -153,6 +212,7 @@ impl JobHandler {
             models: models.into_iter().collect(),
             decomposers: Mutex::new(HashMap::new()),
             scorers: Mutex::new(HashMap::new()),
+            afc: afc::AfcModels::default(),
             loading: Mutex::new(HashMap::new()),
         }
     }
@@ -193,28 +253,42 @@ impl JobHandler {
                 model: job.model.clone(),
             });
         }
+        self.model_named(job, &job.model, Some(&job.model_fingerprint), sweep)
+            .await
+    }
+
+    /// The decomposer of the sweep's model `name` for `job`: the loaded one (while its
+    /// fingerprint is `fingerprint`, when one is asked for), else one built from the
+    /// run's sweep.
+    async fn model_named(
+        &self,
+        job: &Job,
+        name: &str,
+        fingerprint: Option<&str>,
+        sweep: &SweepSpec,
+    ) -> Result<Arc<dyn Decomposer>, JobError> {
         let loaded = || {
             lock(&self.decomposers)
-                .get(&job.model)
-                .filter(|d| d.fingerprint() == job.model_fingerprint)
+                .get(name)
+                .filter(|d| fingerprint.is_none_or(|f| d.fingerprint() == f))
                 .cloned()
         };
         if let Some(d) = loaded() {
             return Ok(d);
         }
-        let _loading = self.load_guard(format!("model {}", job.model)).await;
+        let _loading = self.load_guard(format!("model {name}")).await;
         if let Some(d) = loaded() {
             return Ok(d);
         }
         let load_error = |message: String| JobError::Load {
             key: job.key.clone(),
-            model: job.model.clone(),
+            model: name.to_string(),
             message,
         };
         let spec = sweep
             .models
             .iter()
-            .find(|m| m.name == job.model)
+            .find(|m| m.name == name)
             .ok_or_else(|| load_error(format!("run {:?} has no such model", job.run_id)))?;
         // A local model reads gigabytes of weights: off the runtime's threads.
         let spec = spec.clone();
@@ -223,8 +297,8 @@ impl JobHandler {
             .map_err(|e| load_error(format!("loading the model: {e}")))?;
         let decomposer: Arc<dyn Decomposer> =
             Arc::from(loaded.map_err(|e| load_error(e.to_string()))?);
-        tracing::info!(model = %job.model, fingerprint = %decomposer.fingerprint(), "model loaded");
-        lock(&self.decomposers).insert(job.model.clone(), decomposer.clone());
+        tracing::info!(model = %name, fingerprint = %decomposer.fingerprint(), "model loaded");
+        lock(&self.decomposers).insert(name.to_string(), decomposer.clone());
         Ok(decomposer)
     }
 
@@ -264,15 +338,34 @@ impl JobHandler {
     }
 
     /// Computes the results of a job (without writing them), reporting model calls and
-    /// cache lookups to `observer`.
+    /// cache lookups to `observer`: a decomposition job's scored examples, or an AFC
+    /// job's judged claims ([`Job::afc`]).
     pub async fn run(
         &self,
         job: &Job,
         inputs: &JobInputs,
         caches: &dyn Caches,
         observer: &dyn JobObserver,
-    ) -> Result<Vec<ExampleResult>, JobError> {
-        let decomposer = self.decomposer_for(job, &inputs.sweep).await?;
+    ) -> Result<JobOutput, JobError> {
+        match &job.afc {
+            None => self
+                .run_decomposition(job, inputs, caches, observer)
+                .await
+                .map(JobOutput::Decomposition),
+            Some(task) => self
+                .run_afc(job, task, inputs, caches, observer)
+                .await
+                .map(JobOutput::Afc),
+        }
+    }
+
+    /// The job's model, checked against the fingerprint the job was planned with.
+    async fn checked_decomposer(
+        &self,
+        job: &Job,
+        sweep: &SweepSpec,
+    ) -> Result<Arc<dyn Decomposer>, JobError> {
+        let decomposer = self.decomposer_for(job, sweep).await?;
         if decomposer.fingerprint() != job.model_fingerprint {
             return Err(JobError::FingerprintMismatch {
                 key: job.key.clone(),
@@ -281,6 +374,20 @@ impl JobHandler {
                 planned: job.model_fingerprint.clone(),
             });
         }
+        Ok(decomposer)
+    }
+
+    /// Decomposes a shard with `decomposer` and runs `mode`'s tiers on it: the base
+    /// decompositions, each example's error, and the mode's claims and scores.
+    async fn claims_in_mode(
+        &self,
+        job: &Job,
+        mode: credence_core::domain::Mode,
+        decomposer: &dyn Decomposer,
+        inputs: &JobInputs,
+        caches: &dyn Caches,
+        observer: &dyn JobObserver,
+    ) -> Result<InMode, JobError> {
         let scorer = self.scorer_for(job, &inputs.sweep).await?;
         let examples = &inputs.examples;
         let context = DecomposeContext {
@@ -288,11 +395,7 @@ impl JobHandler {
             observer,
             model: &job.model,
         };
-        let (bases, errors) = decompose_shard(&*decomposer, examples, &context).await?;
-        let score_error = |source| JobError::Score {
-            key: job.key.clone(),
-            source,
-        };
+        let (bases, errors) = decompose_shard(decomposer, examples, &context).await?;
         let base_claims: Vec<Vec<Claim>> = bases.iter().map(|b| b.claims.clone()).collect();
         let embeddings = ObservedEmbeddings::new(caches, observer);
         let scored_base = scorer
@@ -301,7 +404,10 @@ impl JobHandler {
                 &ScoringInput::of_examples(examples, &base_claims),
             )
             .await
-            .map_err(score_error)?;
+            .map_err(|source| JobError::Score {
+                key: job.key.clone(),
+                source,
+            })?;
         let runner = ModeRunner {
             scorer: &scorer,
             embeddings: &embeddings,
@@ -311,12 +417,40 @@ impl JobHandler {
             model: &job.model,
         };
         let outcome = runner
-            .run(job.mode, examples, &base_claims, scored_base)
+            .run(mode, examples, &base_claims, scored_base)
             .await
             .map_err(|source| JobError::Mode {
                 key: job.key.clone(),
                 source,
             })?;
+        Ok(InMode {
+            bases,
+            errors,
+            outcome,
+        })
+    }
+
+    /// A decomposition job: decompose, run the mode, score every example.
+    async fn run_decomposition(
+        &self,
+        job: &Job,
+        inputs: &JobInputs,
+        caches: &dyn Caches,
+        observer: &dyn JobObserver,
+    ) -> Result<Vec<ExampleResult>, JobError> {
+        let decomposer = self.checked_decomposer(job, &inputs.sweep).await?;
+        let InMode {
+            bases,
+            errors,
+            outcome,
+        } = self
+            .claims_in_mode(job, job.mode, &*decomposer, inputs, caches, observer)
+            .await?;
+        let examples = &inputs.examples;
+        let score_error = |source| JobError::Score {
+            key: job.key.clone(),
+            source,
+        };
         let mut results = Vec::with_capacity(examples.len());
         let mut shard_times = StageTimes::default();
         for (i, ((ex, base), error)) in examples.iter().zip(bases).zip(errors).enumerate() {

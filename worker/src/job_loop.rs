@@ -12,7 +12,7 @@
 //! reaper. The commit that finishes the last job of a model x dataset x mode enqueues its
 //! one aggregation job.
 
-use crate::handler::{JobError, JobHandler, JobInputs};
+use crate::handler::{JobError, JobHandler, JobInputs, JobOutput};
 use credence_core::domain::Stage;
 use credence_core::job::ConfigRef;
 use credence_core::job::{Job, Message, MESSAGE_VERSION};
@@ -380,7 +380,10 @@ async fn run_job(
         }
     };
     let writing = std::time::Instant::now();
-    let commit = store.record_results(job, &results).await?;
+    let commit = match &results {
+        JobOutput::Decomposition(rows) => store.record_results(job, rows).await?,
+        JobOutput::Afc(rows) => store.record_afc_results(job, rows).await?,
+    };
     settings
         .observer
         .stage(&job.model, Stage::Store, writing.elapsed().as_secs_f64());

@@ -68,6 +68,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         let options = report::LoadOptions {
             compare: args.compare.clone(),
             repair_passes: wanted("repair_passes"),
+            afc: wanted("afc"),
             p_values: report::tables::PValueOptions {
                 one_sided: args.one_sided,
                 holm: args.holm,
@@ -78,7 +79,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         match args.format {
             Format::Json => println!(
                 "{}",
-                serde_json::to_string_pretty(&report::json(&data.stats, &tables))?
+                serde_json::to_string_pretty(&report::json(
+                    &data.stats,
+                    &tables,
+                    data.afc.as_ref()
+                ))?
             ),
             Format::Md => print!("{}", report::render::markdown(&tables)),
             Format::Latex => print!("{}", report::render::latex(&args.run, &tables)),
@@ -90,6 +95,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                     &data.spec,
                     &data.stats,
                     &tables,
+                    data.afc.as_ref(),
                     args.view_addr.as_deref()
                 )
                 .map_err(anyhow::Error::msg)?

@@ -79,6 +79,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             progress: !args.quiet && std::io::stderr().is_terminal(),
             observer,
         };
+        let report_run = sweep.name.clone();
         let report = embedded::run(sweep, &opts, stop_rx).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report.summary)?);
@@ -93,7 +94,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             if let Some(c) = report.embedding_cache {
                 eprintln!("embedding cache: {} hits, {} misses", c.hits, c.misses);
             }
-            print!("{}", summary::render(&report.summary));
+            if !report.summary.is_empty() || report.afc.is_none() {
+                print!("{}", summary::render(&report.summary));
+            }
+            if let Some(afc) = &report.afc {
+                print!("{}", summary::render_afc(afc));
+                eprintln!(
+                    "AFC intervals and differences: credence report {} --db {} --table afc",
+                    report_run, args.db.display()
+                );
+            }
             for c in &report.unaggregated {
                 eprintln!(
                     "not in the table: {} / {} / {} (not every job finished, so it was not aggregated)",

@@ -3,6 +3,7 @@
 
 use super::tables::PValueOptions;
 use anyhow::Context;
+use credence_core::afc::table::AfcTable;
 use credence_core::audit::ConvergenceRow;
 use credence_core::audit::StoredOutput;
 use credence_core::sweep::SweepSpec;
@@ -22,6 +23,9 @@ pub struct LoadOptions {
     pub repair_passes: bool,
     /// How the significance table prints its p-values.
     pub p_values: PValueOptions,
+    /// Compute the AFC table (a bootstrap over the run's AFC results) when the run has
+    /// `[afc]`.
+    pub afc: bool,
 }
 
 /// A run to compare with (encoder_sensitivity).
@@ -54,6 +58,8 @@ pub struct RunData {
     pub repair_passes: Option<Result<Vec<ConvergenceRow>, String>>,
     /// The p-value the significance table prints.
     pub p_values: PValueOptions,
+    /// The AFC table, when the run has `[afc]` and it was asked for.
+    pub afc: Option<AfcTable>,
 }
 
 impl RunData {
@@ -96,7 +102,12 @@ impl RunData {
         } else {
             None
         };
+        let afc = match &spec.afc {
+            Some(_) if options.afc => Some(afc_table(store, run, &spec).await?),
+            _ => None,
+        };
         Ok(RunData {
+            afc,
             spec,
             stats,
             timing,
@@ -106,6 +117,16 @@ impl RunData {
             p_values: options.p_values,
         })
     }
+}
+
+/// The AFC table of a run: its stored AFC results through the paired bootstrap (off the
+/// async runtime's threads), with the run's B and seed.
+pub async fn afc_table(store: &dyn Store, run: &str, spec: &SweepSpec) -> anyhow::Result<AfcTable> {
+    let rows = store.afc_results(run).await?;
+    let boot = spec.bootstrap.stats();
+    tokio::task::spawn_blocking(move || credence_core::afc::table::afc_table(&rows, &boot))
+        .await
+        .context("the AFC bootstrap task failed")
 }
 
 /// The timing table of a run (`credence report --timing`); an error when it has no stage

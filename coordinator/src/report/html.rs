@@ -1,10 +1,12 @@
 //! The HTML report: one self-contained file (inline CSS and SVG, no script, nothing
 //! fetched) with, per dataset, each main metric by model x mode with its 95% interval,
-//! a forest plot of every mode's difference from `base` with its interval, and then every
-//! table of the report. The plots are drawn by plotters' SVG backend.
+//! a forest plot of every mode's difference from `base` with its interval, for a run
+//! with `[afc]` a forest plot per decomposer and metric of each AFC setting's
+//! difference, and then every table of the report. The plots are drawn by plotters' SVG backend.
 
 use super::render;
 use super::tables::TableOutcome;
+use credence_core::afc::table::{AfcTable, METRICS};
 use credence_core::domain::{ExampleMetrics, Mode};
 use credence_core::sweep::SweepSpec;
 use credence_infra::store::RunStatistics;
@@ -194,6 +196,48 @@ fn dataset_plots(
     Ok(out)
 }
 
+/// The AFC plots: per decomposer and metric, each setting's difference from `none` (and
+/// CREDENCE's from FActScore) per dataset, with its 95% interval.
+fn afc_plots(afc: &AfcTable) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut models: Vec<&str> = Vec::new();
+    for d in &afc.deltas {
+        if !models.contains(&d.model.as_str()) {
+            models.push(&d.model);
+        }
+    }
+    for model in models {
+        for metric in METRICS {
+            let rows: Vec<Interval> = afc
+                .deltas
+                .iter()
+                .filter(|d| d.model == model && d.metric == metric)
+                .map(|d| Interval {
+                    label: format!("{}: {} - {}", d.dataset, d.a, d.b),
+                    mean: d.delta.value,
+                    low: d.delta.ci_low,
+                    high: d.delta.ci_high,
+                })
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let title = format!(
+                "AFC {}: differences between settings ({model})",
+                metric.heading()
+            );
+            let svg = interval_plot(
+                &title,
+                &format!("difference in {} (95% CI)", metric.heading()),
+                &rows,
+                true,
+            )?;
+            out.push((title, svg));
+        }
+    }
+    Ok(out)
+}
+
 /// Where a cell of a model x mode table links in `credence view` at `view` (its base
 /// URL): the list filtered to the row's dataset, model and mode, sorted by the column's
 /// metric (worst first) when the column is one.
@@ -300,6 +344,7 @@ pub fn html(
     spec: &SweepSpec,
     stats: &RunStatistics,
     tables: &[TableOutcome],
+    afc: Option<&AfcTable>,
     view: Option<&str>,
 ) -> Result<String, String> {
     let view = view.map(view_base);
@@ -315,6 +360,18 @@ pub fn html(
             continue;
         }
         out.push_str(&format!("<h2>{}</h2>\n", escape(&dataset.id)));
+        for (title, svg) in plots {
+            out.push_str(&format!(
+                "<figure class=\"plot\">{svg}<figcaption>{}</figcaption></figure>\n",
+                escape(&title)
+            ));
+        }
+    }
+    if let Some(afc) = afc {
+        let plots = afc_plots(afc)?;
+        if !plots.is_empty() {
+            out.push_str("<h2>Downstream fact-checking (AFC)</h2>\n");
+        }
         for (title, svg) in plots {
             out.push_str(&format!(
                 "<figure class=\"plot\">{svg}<figcaption>{}</figcaption></figure>\n",

@@ -8,8 +8,9 @@ pub mod render;
 pub mod tables;
 pub mod text;
 
+use credence_core::afc::table::AfcTable;
 use credence_infra::store::RunStatistics;
-pub use data::{timing_table, ComparedRun, LoadOptions, RunData, REPAIR_PASSES};
+pub use data::{afc_table, timing_table, ComparedRun, LoadOptions, RunData, REPAIR_PASSES};
 use serde_json::{json, Value};
 
 /// The formats `credence report` knows.
@@ -30,10 +31,15 @@ pub enum Format {
 
 /// The `json` report: `{"aggregates": [{model, dataset, mode, metric, n, mean, ci_low,
 /// ci_high}], "comparisons": [{model, dataset, mode, baseline, metric, diff, ci_low,
-/// ci_high, p_value}], "tables": {NAME: [table, ...]}}`. A comparison's `model`/`mode` is its system and
+/// ci_high, p_value}], "tables": {NAME: [table, ...]}}`, and with an AFC table
+/// `"afc": {cells, deltas, correlations}` at full precision. A comparison's `model`/`mode` is its system and
 /// `baseline` its baseline's mode, or `MODEL/MODE` when the baseline is another model's
 /// (`baseline_model` and `baseline_mode` always say both).
-pub fn json(stats: &RunStatistics, tables: &[tables::TableOutcome]) -> Value {
+pub fn json(
+    stats: &RunStatistics,
+    tables: &[tables::TableOutcome],
+    afc: Option<&AfcTable>,
+) -> Value {
     let aggregates: Vec<Value> = stats
         .aggregates
         .iter()
@@ -61,11 +67,15 @@ pub fn json(stats: &RunStatistics, tables: &[tables::TableOutcome]) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut out = json!({
         "aggregates": aggregates,
         "comparisons": comparisons,
         "tables": render::json_tables(tables),
-    })
+    });
+    if let Some(afc) = afc {
+        out["afc"] = json!(afc);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -105,7 +115,7 @@ mod tests {
                 })
                 .collect(),
         };
-        let v = json(&stats, &[]);
+        let v = json(&stats, &[], None);
         assert_eq!(v["aggregates"][0]["ci_high"], 0.4);
         assert_eq!(v["comparisons"][0]["baseline"], "base");
         assert_eq!(v["comparisons"][1]["baseline"], "o/base");

@@ -54,6 +54,35 @@ pub struct AfcExample {
     pub meta: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The key of an example's `meta` under which an AFC claim's gold verdict and evidence
+/// travel through the store, which keeps the examples of every dataset in one table
+/// (`credence_core::dataset::load_afc` puts them there; the AFC job reads them back).
+pub const META_KEY: &str = "afc";
+
+/// An AFC claim's gold verdict and evidence, as its stored example carries them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AfcGold {
+    /// The gold verdict.
+    pub label: Verdict,
+    /// The evidence sentences, in order.
+    pub evidence: Vec<String>,
+}
+
+impl AfcGold {
+    /// The gold verdict and evidence of an example loaded from an AFC dataset; an error
+    /// names what is missing (an example of a decomposition dataset has neither).
+    pub fn of(example: &super::Example) -> Result<AfcGold, String> {
+        let value = example.meta.get(META_KEY).ok_or_else(|| {
+            format!(
+                "example {:?} has no meta.{META_KEY} (gold label and evidence): not loaded from an AFC dataset",
+                example.id
+            )
+        })?;
+        serde_json::from_value(value.clone())
+            .map_err(|e| format!("example {:?}: meta.{META_KEY}: {e}", example.id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ mod afc;
 mod metrics;
 mod stage;
 
-pub use afc::{AfcExample, Verdict};
+pub use afc::{AfcExample, AfcGold, Verdict, META_KEY as AFC_META_KEY};
 pub use metrics::{
     Better, ExampleMetrics, MetricDef, MetricKind, Per, Presentation, UnknownMetric,
 };

@@ -530,3 +530,104 @@ fn a_model_is_named_by_baseline_local_or_endpoint_preset() {
     assert_eq!(endpoint.name, "gemini-2.5-flash");
     assert!(ModelSpec::named("no-such-model").is_none());
 }
+
+const AFC: &str = r#"
+[afc]
+judge = "smol"
+decomposition_mode = "repair"
+
+[[afc.datasets]]
+id = "covidfact"
+path = "afc-covidfact.jsonl"
+"#;
+
+#[test]
+fn afc_section_is_typed_with_defaults() {
+    let s = parse_str(&format!("{GOOD}{AFC}")).unwrap();
+    let afc = s.afc.expect("[afc]");
+    assert_eq!(afc.judge, "smol");
+    assert_eq!(afc.settings, crate::afc::AfcSetting::ALL.to_vec());
+    assert_eq!(afc.decomposition_mode, Mode::Repair);
+    // Only the LLM with the CREDENCE prompt decomposes by default.
+    assert_eq!(afc.decomposers, ["smol"]);
+    assert_eq!(afc.max_new_tokens, DEFAULT_JUDGE_MAX_NEW_TOKENS);
+    assert_eq!(
+        afc.datasets[0].path,
+        PathBuf::from("sweeps/afc-covidfact.jsonl")
+    );
+    // A sweep without [afc] records none (its recorded JSON is as before).
+    let plain = parse_str(GOOD).unwrap();
+    assert!(plain.afc.is_none());
+    assert!(!serde_json::to_string(&plain).unwrap().contains("afc"));
+}
+
+#[test]
+fn an_afc_sweep_needs_no_decomposition_dataset() {
+    let text = format!("{GOOD}{AFC}");
+    let without = text.replace(
+        "[[datasets]]\nid = \"sample\"\npath = \"sample.jsonl\"\n",
+        "",
+    );
+    let s = parse_str(&without).unwrap();
+    assert!(s.datasets.is_empty());
+    assert_eq!(s.afc.unwrap().datasets.len(), 1);
+    // Without [afc], the same sweep is refused.
+    let plain = GOOD.replace(
+        "[[datasets]]\nid = \"sample\"\npath = \"sample.jsonl\"\n",
+        "",
+    );
+    assert!(err(&plain).contains("no [[datasets]]"), "{}", err(&plain));
+}
+
+#[test]
+fn afc_errors_name_the_place_and_what_is_wrong() {
+    let text = format!("{GOOD}{AFC}");
+    for (bad, want) in [
+        (
+            text.replace("judge = \"smol\"", "judge = \"split\""),
+            "judge \"split\" is a sentence-split model; the judge must be an LLM",
+        ),
+        (
+            text.replace("judge = \"smol\"", "judge = \"gpt\""),
+            "judge \"gpt\" is not a model of the sweep; its LLM models: smol",
+        ),
+        (
+            text.replace("id = \"covidfact\"", "id = \"sample\""),
+            "dataset id \"sample\" used twice",
+        ),
+        (
+            text.replace(
+                "decomposition_mode = \"repair\"",
+                "settings = [\"none\", \"whole\"]",
+            ),
+            "unknown AFC setting \"whole\"; expected none, credence, factscore",
+        ),
+        (
+            text.replace(
+                "decomposition_mode = \"repair\"",
+                "decomposers = [\"split\"]",
+            ),
+            "decomposer \"split\" must be an LLM with the CREDENCE prompt",
+        ),
+        (
+            text.replace("decomposition_mode = \"repair\"", "max_new_tokens = 0"),
+            "max_new_tokens must be between 1 and 32768, got 0",
+        ),
+    ] {
+        let e = err(&bad);
+        assert!(e.starts_with("sweeps/x.toml:"), "{e}");
+        assert!(e.contains(want), "{e}\nwanted: {want}");
+    }
+}
+
+#[test]
+fn the_shipped_afc_sweeps_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sweeps");
+    for name in ["afc.toml", "afc-local-cpu.toml"] {
+        let s = load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let afc = s.afc.expect("[afc]");
+        assert_eq!(afc.datasets.len(), 5, "{name}");
+        assert_eq!(afc.settings.len(), 3, "{name}");
+        assert_eq!(afc.decomposition_mode, Mode::All, "{name}");
+    }
+}

@@ -15,6 +15,7 @@ mod views;
 use crate::cache::Caches;
 pub use crate::error::StoreError;
 use async_trait::async_trait;
+use credence_core::afc::{AfcResult, StoredAfc};
 use credence_core::aggregation::Aggregation;
 use credence_core::audit::StoredOutput;
 use credence_core::dataset::LoadedDataset;
@@ -176,6 +177,18 @@ pub trait Store: Caches + Send + Sync {
         job: &Job,
         results: &[ExampleResult],
     ) -> Result<JobCommit, StoreError>;
+
+    /// Writes an AFC job's results ([`Job::afc`]) and marks it done, in one transaction,
+    /// as [`Store::record_results`] does for a decomposition job.
+    async fn record_afc_results(
+        &self,
+        job: &Job,
+        results: &[AfcResult],
+    ) -> Result<JobCommit, StoreError>;
+
+    /// Every AFC result of a run, ordered by decomposer, AFC dataset, setting and the
+    /// claim's place in its dataset (what `credence report --table afc` reads).
+    async fn afc_results(&self, run_id: &str) -> Result<Vec<StoredAfc>, StoreError>;
 
     /// Marks a job failed with its error text (after its last delivery).
     async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError>;

@@ -210,3 +210,64 @@ pub(crate) fn run_statistics(
         comparisons,
     }
 }
+
+/// `model, dataset, setting, example_id, gold, verdict, score, n_subclaims, fell_back,
+/// unparsable` of `afc_results`.
+pub(crate) type AfcRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    f64,
+    i64,
+    i64,
+    i64,
+);
+
+/// A run's AFC results from their rows.
+pub(crate) fn afc_results(
+    rows: Vec<AfcRow>,
+) -> Result<Vec<credence_core::afc::StoredAfc>, StoreError> {
+    use credence_core::afc::{StoredAfc, Verdict};
+    let corrupt = |message: String| StoreError::Corrupt {
+        what: "afc_results",
+        message,
+    };
+    let verdict = |s: &str| match s {
+        "SUPPORT" => Ok(Verdict::Support),
+        "REFUTE" => Ok(Verdict::Refute),
+        other => Err(corrupt(format!("verdict {other:?}"))),
+    };
+    let count = |n: i64| u32::try_from(n).map_err(|e| corrupt(e.to_string()));
+    rows.into_iter()
+        .map(
+            |(
+                model,
+                dataset,
+                setting,
+                example_id,
+                gold,
+                pred,
+                score,
+                subs,
+                fell_back,
+                unparsable,
+            )| {
+                Ok(StoredAfc {
+                    setting: setting.parse().map_err(corrupt)?,
+                    gold: verdict(&gold)?,
+                    verdict: verdict(&pred)?,
+                    score,
+                    n_subclaims: count(subs)?,
+                    fell_back: fell_back != 0,
+                    unparsable: count(unparsable)?,
+                    model,
+                    dataset,
+                    example_id,
+                })
+            },
+        )
+        .collect()
+}

@@ -14,16 +14,17 @@
 //! `done` state, keyed so that a redelivered job changes nothing.
 
 use super::sql::{value_rows, Dialect, Engine, Record, SqlValue, Stmt};
-use super::views;
+use super::{rows, views};
 use super::{
     Attempt, JobCommit, PlannedDatasetRecord, RunRecord, RunStatistics, Store, StoreError,
 };
 use crate::cache::{CachedGeneration, EmbeddingCache, GenerationCache, TokenUsage};
 use async_trait::async_trait;
+use credence_core::afc::{AfcResult, StoredAfc};
 use credence_core::aggregation::Aggregation;
 use credence_core::audit::StoredOutput;
 use credence_core::domain::{Example, ExampleResult};
-use credence_core::job::{ConfigRef, Job};
+use credence_core::job::{AfcTask, ConfigRef, Job};
 use credence_core::stats::ConfigValues;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -120,6 +121,75 @@ impl<DB: Engine> SqlStore<DB> {
     /// Brings the views generated from the metric list up to date when they are not,
     /// in one transaction (under an advisory lock in PostgreSQL, so that processes
     /// starting together do it once).
+    /// Commits a job: its result rows (`inserts`) and its `done` state in one
+    /// transaction, counting down its configuration (see [`JobCommit`]).
+    async fn commit_job(&self, job: &Job, inserts: Vec<Stmt>) -> Result<JobCommit, StoreError> {
+        let what = "record results";
+        let mut tx = self.pool.begin().await.map_err(StoreError::query(what))?;
+        for stmt in inserts {
+            DB::execute(&mut tx, &stmt)
+                .await
+                .map_err(StoreError::query("insert results"))?;
+        }
+        let newly_done = DB::execute(
+            &mut tx,
+            &Stmt::new(format!(
+                "UPDATE jobs SET state = 'done', error = NULL, finished_at = {}
+                 WHERE job_key = $1 AND state <> 'done'",
+                DB::DIALECT.now()
+            ))
+            .bind(&job.key),
+        )
+        .await
+        .map_err(StoreError::query("mark done"))?
+            == 1;
+        let config = ConfigRef::of(job);
+        let completes_config = match DB::DIALECT {
+            // One writer at a time, and this transaction already wrote: no other commit
+            // can finish a job of this configuration between the count and the commit,
+            // so exactly one commit sees none left.
+            Dialect::Sqlite => {
+                let (left,): (i64,) = DB::fetch_optional(
+                    &mut tx,
+                    &config_key(
+                        "SELECT count(*) FROM jobs WHERE run_id = $1 AND model = $2
+                             AND dataset = $3 AND mode = $4 AND state <> 'done'",
+                        &config,
+                    ),
+                )
+                .await
+                .map_err(StoreError::query("remaining jobs of the configuration"))?
+                .unwrap_or((0,));
+                newly_done && left == 0
+            }
+            // The row lock this UPDATE takes serialises the jobs of one configuration
+            // finishing at once: each newly done job decrements once, so exactly one
+            // commit takes the count to 0.
+            Dialect::Postgres if newly_done => {
+                let left: Option<(i64,)> = DB::fetch_optional(
+                    &mut tx,
+                    &config_key(
+                        "UPDATE configs SET jobs_left = jobs_left - 1,
+                             state = CASE WHEN jobs_left = 1 THEN 'aggregating' ELSE state END,
+                             ready_at = CASE WHEN jobs_left = 1 THEN now() ELSE ready_at END
+                         WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
+                         RETURNING jobs_left",
+                        &config,
+                    ),
+                )
+                .await
+                .map_err(StoreError::query("count down the configuration"))?;
+                left == Some((0,))
+            }
+            Dialect::Postgres => false,
+        };
+        tx.commit().await.map_err(StoreError::query(what))?;
+        Ok(JobCommit {
+            newly_done,
+            completes_config,
+        })
+    }
+
     pub(super) async fn update_views(&self) -> Result<(), StoreError> {
         let what = "update generated views";
         let mut tx = self.pool.begin().await.map_err(StoreError::query(what))?;
@@ -194,11 +264,12 @@ pub(crate) type JobRow = (
     i64,
     i64,
     String,
+    Option<String>,
 );
 
 /// The columns of `jobs` a [`JobRow`] reads.
 pub(crate) const JOB_COLUMNS: &str = "job_key, run_id, model, model_fingerprint, dataset, \
-     dataset_hash, mode, shard, start, len, config_version";
+     dataset_hash, mode, shard, start, len, config_version, afc_json";
 
 /// A planned job read back.
 pub(crate) fn job_from_row(row: JobRow) -> Result<Job, StoreError> {
@@ -214,6 +285,7 @@ pub(crate) fn job_from_row(row: JobRow) -> Result<Job, StoreError> {
         start,
         len,
         config_version,
+        afc_json,
     ) = row;
     let int = |v: i64| {
         u32::try_from(v).map_err(|e| StoreError::Corrupt {
@@ -233,6 +305,14 @@ pub(crate) fn job_from_row(row: JobRow) -> Result<Job, StoreError> {
         start: int(start)?,
         len: int(len)?,
         config_version,
+        afc: afc_json
+            .map(|j| {
+                serde_json::from_str(&j).map_err(|e| StoreError::Corrupt {
+                    what: "jobs.afc_json",
+                    message: e.to_string(),
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -299,6 +379,7 @@ impl<DB: Engine> Store for SqlStore<DB> {
         }
         let ordered: Vec<(usize, &Job)> = jobs.iter().enumerate().collect();
         let job_values = |(order, j): &(usize, &Job)| {
+            let afc_json = j.afc.as_ref().map(to_json);
             let mut v: Vec<SqlValue> = vec![
                 j.key.as_str().into(),
                 j.run_id.as_str().into(),
@@ -311,6 +392,7 @@ impl<DB: Engine> Store for SqlStore<DB> {
                 i64::from(j.start).into(),
                 i64::from(j.len).into(),
                 j.config_version.as_str().into(),
+                afc_json.as_deref().into(),
             ];
             if dialect == Dialect::Postgres {
                 v.push((*order as i64).into());
@@ -410,70 +492,41 @@ impl<DB: Engine> Store for SqlStore<DB> {
         job: &Job,
         results: &[ExampleResult],
     ) -> Result<JobCommit, StoreError> {
-        let what = "record results";
-        let mut tx = self.pool.begin().await.map_err(StoreError::query(what))?;
-        for stmt in result_inserts(job, results) {
-            DB::execute(&mut tx, &stmt)
-                .await
-                .map_err(StoreError::query("insert results"))?;
-        }
-        let newly_done = DB::execute(
-            &mut tx,
-            &Stmt::new(format!(
-                "UPDATE jobs SET state = 'done', error = NULL, finished_at = {}
-                 WHERE job_key = $1 AND state <> 'done'",
-                DB::DIALECT.now()
-            ))
-            .bind(&job.key),
-        )
-        .await
-        .map_err(StoreError::query("mark done"))?
-            == 1;
-        let config = ConfigRef::of(job);
-        let completes_config = match DB::DIALECT {
-            // One writer at a time, and this transaction already wrote: no other commit
-            // can finish a job of this configuration between the count and the commit,
-            // so exactly one commit sees none left.
-            Dialect::Sqlite => {
-                let (left,): (i64,) = DB::fetch_optional(
-                    &mut tx,
-                    &config_key(
-                        "SELECT count(*) FROM jobs WHERE run_id = $1 AND model = $2
-                             AND dataset = $3 AND mode = $4 AND state <> 'done'",
-                        &config,
-                    ),
-                )
-                .await
-                .map_err(StoreError::query("remaining jobs of the configuration"))?
-                .unwrap_or((0,));
-                newly_done && left == 0
-            }
-            // The row lock this UPDATE takes serialises the jobs of one configuration
-            // finishing at once: each newly done job decrements once, so exactly one
-            // commit takes the count to 0.
-            Dialect::Postgres if newly_done => {
-                let left: Option<(i64,)> = DB::fetch_optional(
-                    &mut tx,
-                    &config_key(
-                        "UPDATE configs SET jobs_left = jobs_left - 1,
-                             state = CASE WHEN jobs_left = 1 THEN 'aggregating' ELSE state END,
-                             ready_at = CASE WHEN jobs_left = 1 THEN now() ELSE ready_at END
-                         WHERE run_id = $1 AND model = $2 AND dataset = $3 AND mode = $4
-                         RETURNING jobs_left",
-                        &config,
-                    ),
-                )
-                .await
-                .map_err(StoreError::query("count down the configuration"))?;
-                left == Some((0,))
-            }
-            Dialect::Postgres => false,
+        self.commit_job(job, result_inserts(job, results)).await
+    }
+
+    async fn record_afc_results(
+        &self,
+        job: &Job,
+        results: &[AfcResult],
+    ) -> Result<JobCommit, StoreError> {
+        let Some(afc) = &job.afc else {
+            return Err(StoreError::Corrupt {
+                what: "AFC results",
+                message: format!("job {} is not an AFC job", job.key),
+            });
         };
-        tx.commit().await.map_err(StoreError::query(what))?;
-        Ok(JobCommit {
-            newly_done,
-            completes_config,
-        })
+        self.commit_job(job, afc_inserts(job, afc, results)).await
+    }
+
+    async fn afc_results(&self, run_id: &str) -> Result<Vec<StoredAfc>, StoreError> {
+        let rows: Vec<rows::AfcRow> = self
+            .fetch_all(
+                "AFC results",
+                Stmt::new(
+                    "SELECT r.model, r.dataset, r.setting, r.example_id, r.gold, r.verdict,
+                         r.score, r.n_subclaims, r.fell_back, r.unparsable
+                     FROM afc_results r
+                     JOIN jobs j ON j.job_key = r.job_key
+                     JOIN examples e ON e.dataset_hash = j.dataset_hash
+                         AND e.example_id = r.example_id
+                     WHERE r.run_id = $1
+                     ORDER BY r.model, r.dataset, r.setting, e.position",
+                )
+                .bind(run_id),
+            )
+            .await?;
+        rows::afc_results(rows)
     }
 
     async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError> {
@@ -700,6 +753,38 @@ fn count_config_jobs(run_id: &str) -> Vec<Stmt> {
         )
         .bind(run_id),
     ]
+}
+
+/// An AFC job's `afc_results` rows, as multi-row inserts.
+fn afc_inserts(job: &Job, afc: &AfcTask, results: &[AfcResult]) -> Vec<Stmt> {
+    inserts(
+        "INSERT INTO afc_results (job_key, example_id, run_id, model, dataset, setting, mode,
+             judge, gold, verdict, score, n_subclaims, fell_back, unparsable, llm_calls,
+             judged_json, error)",
+        "ON CONFLICT DO NOTHING",
+        results,
+        |r| {
+            vec![
+                job.key.as_str().into(),
+                r.example_id.as_str().into(),
+                job.run_id.as_str().into(),
+                job.model.as_str().into(),
+                afc.dataset.as_str().into(),
+                afc.setting.as_str().into(),
+                job.mode.as_str().into(),
+                afc.judge.as_str().into(),
+                r.gold.as_str().into(),
+                r.verdict.as_str().into(),
+                r.score.into(),
+                i64::from(r.n_subclaims).into(),
+                i64::from(r.fell_back).into(),
+                i64::from(r.unparsable()).into(),
+                i64::from(r.llm_calls).into(),
+                to_json(&r.judged).into(),
+                r.error.as_deref().into(),
+            ]
+        },
+    )
 }
 
 /// A job's predictions, metric values and stage seconds, as multi-row inserts.

@@ -58,6 +58,10 @@ impl Decomposer for LlmDecomposer {
     /// model is a baseline (PAPER.md "Decided here", added 2026-11-26): its prompt is not
     /// CREDENCE's, so it gets no LLM tier, and its `repair` and `all` run the rule tier
     /// alone while `self_repair` keeps the base.
+    fn generator(&self) -> Option<Arc<dyn Generator>> {
+        Some(self.once.generator().clone())
+    }
+
     fn llm(&self) -> Option<LlmHandle<'_>> {
         (self.prompt == PromptKind::Credence).then_some(LlmHandle {
             once: &self.once,

@@ -132,6 +132,13 @@ pub trait Decomposer: Send + Sync {
         1
     }
 
+    /// The generator behind this decomposer whatever its prompt (`None` for the
+    /// baselines): what downstream fact-checking asks with another prompt (the FActScore
+    /// prompt, or the judge's), so that one model's weights are loaded once.
+    fn generator(&self) -> Option<Arc<dyn crate::llm::Generator>> {
+        None
+    }
+
     /// The LLM behind this decomposer, for the self-repair tier; `None` for the
     /// baselines: the rule baselines have no model to ask, and the FActScore-prompt model
     /// runs base mode only (its other modes get the rule tier and no LLM tier).
@@ -157,21 +164,38 @@ pub fn fingerprint(spec: &ModelSpec) -> Result<String, DecomposeError> {
     match &spec.backend {
         ModelBackend::SentenceSplit => Ok(SentenceSplit::FINGERPRINT.to_string()),
         ModelBackend::ConjunctionOracle => Ok(ConjunctionOracle::FINGERPRINT.to_string()),
+        ModelBackend::Openai { .. }
+        | ModelBackend::Gguf { .. }
+        | ModelBackend::Safetensors { .. } => {
+            let generator = generator_fingerprint(spec)?.unwrap_or_default();
+            Ok(LlmDecomposer::fingerprint_of(&generator, spec.prompt))
+        }
+    }
+}
+
+/// The fingerprint of the generator behind a sweep's LLM model (`None` for the
+/// baselines), without loading it: what the AFC judge's and the FActScore twin's
+/// fingerprints start from.
+pub fn generator_fingerprint(spec: &ModelSpec) -> Result<Option<String>, DecomposeError> {
+    match &spec.backend {
+        ModelBackend::SentenceSplit | ModelBackend::ConjunctionOracle => Ok(None),
         ModelBackend::Openai {
             base_url,
             api_model,
             ..
-        } => Ok(LlmDecomposer::fingerprint_of(
-            &crate::llm::openai::fingerprint(base_url, api_model, spec.max_new_tokens),
-            spec.prompt,
-        )),
+        } => Ok(Some(crate::llm::openai::fingerprint(
+            base_url,
+            api_model,
+            spec.max_new_tokens,
+        ))),
         ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => {
             let settings = local_settings(spec);
-            let generator = local::fingerprint(&settings).map_err(|e| DecomposeError::Load {
-                model: spec.name.clone(),
-                message: e.to_string(),
-            })?;
-            Ok(LlmDecomposer::fingerprint_of(&generator, spec.prompt))
+            local::fingerprint(&settings)
+                .map(Some)
+                .map_err(|e| DecomposeError::Load {
+                    model: spec.name.clone(),
+                    message: e.to_string(),
+                })
         }
     }
 }

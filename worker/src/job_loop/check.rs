@@ -78,7 +78,7 @@ pub(crate) async fn check_aggregation(
 /// short of a store written by something other than the planner; checked anyway, since
 /// this check is what stands between the network and the job rows.
 fn differing_field(planned: &Job, job: &Job) -> Option<&'static str> {
-    let fields: [(&'static str, bool); 10] = [
+    let fields: [(&'static str, bool); 11] = [
         ("run_id", planned.run_id == job.run_id),
         ("model", planned.model == job.model),
         (
@@ -95,6 +95,7 @@ fn differing_field(planned: &Job, job: &Job) -> Option<&'static str> {
             "config_version",
             planned.config_version == job.config_version,
         ),
+        ("afc", planned.afc == job.afc),
     ];
     fields.iter().find(|(_, same)| !same).map(|(name, _)| *name)
 }

@@ -182,6 +182,19 @@ impl Store for FlakyStore {
     ) -> Result<JobCommit, StoreError> {
         self.inner.record_results(job, results).await
     }
+    async fn record_afc_results(
+        &self,
+        job: &Job,
+        results: &[credence_core::afc::AfcResult],
+    ) -> Result<JobCommit, StoreError> {
+        self.inner.record_afc_results(job, results).await
+    }
+    async fn afc_results(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<credence_core::afc::StoredAfc>, StoreError> {
+        self.inner.afc_results(run_id).await
+    }
     async fn mark_failed(&self, job: &Job, error: &str) -> Result<(), StoreError> {
         self.inner.mark_failed(job, error).await
     }

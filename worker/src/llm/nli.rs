@@ -77,7 +77,7 @@ pub struct Judged {
 impl NliJudge {
     /// A judge on `generator`, answering in at most `max_new_tokens`.
     pub fn new(generator: Arc<dyn Generator>, max_new_tokens: u32) -> Self {
-        let fingerprint = format!("{}+{VERSION}", generator.fingerprint());
+        let fingerprint = Self::fingerprint_of(generator.fingerprint());
         NliJudge {
             once: GenerateOnce::new(generator),
             max_new_tokens,
@@ -89,6 +89,19 @@ impl NliJudge {
     /// again, as new weights do.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
+    }
+
+    /// The fingerprint of a judge on a generator with this fingerprint (what planning
+    /// puts into an AFC job without loading the judge).
+    #[must_use]
+    pub fn fingerprint_of(generator_fingerprint: &str) -> String {
+        format!("{generator_fingerprint}+{VERSION}")
+    }
+
+    /// How many judgements a caller should keep in flight: as many as the generator's
+    /// endpoint takes.
+    pub fn max_in_flight(&self) -> usize {
+        self.once.generator().max_in_flight()
     }
 
     /// The request that asks about `claim` against `evidence`.

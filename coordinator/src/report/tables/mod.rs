@@ -16,6 +16,7 @@ use credence_infra::store::{AggregateRecord, ComparisonRecord, RunStatistics};
 
 use super::data::RunData;
 
+mod afc;
 mod claims;
 mod encoder;
 mod means;
@@ -33,7 +34,7 @@ use timing::timing;
 /// Every table family, in report order (the `--table` names). `encoder_sensitivity`
 /// compares two runs, so it is built only when a second run is given (or it is asked for
 /// by name, when it says what it needs).
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 11] = [
     "main",
     "timing",
     "semantic_vs_jaccard",
@@ -44,6 +45,7 @@ pub const TABLES: [&str; 10] = [
     "gating",
     "encoder_sensitivity",
     "significance",
+    "afc",
 ];
 
 /// The thresholds of the tau_dup sensitivity table (the paper's four and the deployed
@@ -341,6 +343,18 @@ pub fn build(data: &RunData, names: &[String]) -> Vec<TableOutcome> {
                     reason.clone(),
                 )),
                 None => {}
+            },
+            "afc" => match (&data.spec.afc, &data.afc) {
+                (Some(spec), Some(table)) => {
+                    out.extend(afc::afc(spec, table, data.spec.bootstrap.resamples))
+                }
+                _ if names.is_empty() => {}
+                _ => out.push(unavailable(
+                    name,
+                    None,
+                    "AFC accuracy".into(),
+                    "the run has no [afc] section".into(),
+                )),
             },
             "encoder_sensitivity" => match &data.compare {
                 Some(other) => out.push(encoder_sensitivity(
