@@ -271,6 +271,9 @@ pub(crate) type JobRow = (
 pub(crate) const JOB_COLUMNS: &str = "job_key, run_id, model, model_fingerprint, dataset, \
      dataset_hash, mode, shard, start, len, config_version, afc_json";
 
+/// How many columns [`JOB_COLUMNS`] names (where a query's further columns start).
+pub(crate) const JOB_COLUMN_COUNT: usize = 12;
+
 /// A planned job read back.
 pub(crate) fn job_from_row(row: JobRow) -> Result<Job, StoreError> {
     let (
@@ -1046,4 +1049,15 @@ fn unix_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn job_column_count_is_the_number_of_columns_named() {
+        assert_eq!(
+            super::JOB_COLUMNS.split(',').count(),
+            super::JOB_COLUMN_COUNT
+        );
+    }
 }

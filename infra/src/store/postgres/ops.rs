@@ -6,7 +6,7 @@
 //! [`Store`]: crate::store::Store
 
 use super::PgStore;
-use crate::store::sql_store::{job_from_row, JobRow, JOB_COLUMNS};
+use crate::store::sql_store::{job_from_row, JobRow, JOB_COLUMNS, JOB_COLUMN_COUNT};
 use crate::store::StoreError;
 use credence_core::domain::Mode;
 use credence_core::job::ConfigRef;
@@ -341,8 +341,8 @@ impl PgStore {
             .map(|r| {
                 Ok(StaleJob {
                     job: job_of(r)?,
-                    attempts: r.get(11),
-                    worker: r.get(12),
+                    attempts: r.get(JOB_COLUMN_COUNT),
+                    worker: r.get(JOB_COLUMN_COUNT + 1),
                 })
             })
             .collect()
