@@ -36,6 +36,23 @@ pub fn dataset_lens(sweep: &SweepSpec) -> anyhow::Result<Vec<u32>> {
         .collect()
 }
 
+/// The number of claims of each of the sweep's AFC datasets, in `[afc]` order (none
+/// without `[afc]`).
+pub fn afc_lens(sweep: &SweepSpec) -> anyhow::Result<Vec<u32>> {
+    let Some(afc) = &sweep.afc else {
+        return Ok(Vec::new());
+    };
+    afc.datasets
+        .iter()
+        .map(|d| {
+            let loaded = credence_core::dataset::load_afc(&d.path)
+                .with_context(|| format!("loading AFC dataset {:?}", d.id))?;
+            u32::try_from(loaded.examples.len())
+                .with_context(|| format!("AFC dataset {:?}: too many claims", d.id))
+        })
+        .collect()
+}
+
 /// The server speed of each model of the sweep that generates: the one given for it by
 /// name, else that of the measured model its name is. A given name that is no model of
 /// the sweep is an error.
@@ -134,6 +151,19 @@ pub fn render_counts(c: &Counts) -> String {
         .chain([AGGREGATE_QUEUE.len()])
         .max()
         .unwrap_or(0);
+    if let Some(a) = &c.afc {
+        let _ = writeln!(
+            out,
+            "AFC: {} decomposer{} x {} datasets ({} claims) x {} settings = {} jobs, judged by {}",
+            a.decomposers,
+            if a.decomposers == 1 { "" } else { "s" },
+            a.datasets,
+            a.claims,
+            a.settings,
+            a.jobs,
+            a.judge
+        );
+    }
     let _ = writeln!(out, "\n{:<width$}  {:>7}  {:>9}", "queue", "jobs", "scored");
     for m in &c.models {
         let q = job_queue(&m.model);
@@ -149,6 +179,12 @@ pub fn render_counts(c: &Counts) -> String {
 /// and the wall time, each figure with its source.
 pub fn render_estimate(e: &Estimate) -> String {
     let mut out = render_counts(&e.counts);
+    if e.counts.afc.is_some() {
+        let _ = writeln!(
+            out,
+            "(the AFC jobs are counted above but not in the time estimate below)"
+        );
+    }
     let _ = writeln!(
         out,
         "\nestimate: {} worker{} per model{}",

@@ -117,8 +117,55 @@ pub struct Counts {
     pub examples: u64,
     /// Per model, in sweep order.
     pub models: Vec<ModelJobs>,
-    /// Aggregation jobs (one per model x dataset x mode).
+    /// Aggregation jobs (one per model x dataset x mode, and per AFC configuration).
     pub aggregation_jobs: u64,
+    /// The AFC jobs (`[afc]`, [`add_afc`]), already counted in their decomposers'
+    /// queues; the time estimate leaves them out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub afc: Option<AfcCounts>,
+}
+
+/// The downstream fact-checking jobs of a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AfcCounts {
+    /// Decomposers.
+    pub decomposers: usize,
+    /// AFC datasets.
+    pub datasets: usize,
+    /// Claims over the AFC datasets.
+    pub claims: u64,
+    /// Settings.
+    pub settings: usize,
+    /// AFC jobs in all.
+    pub jobs: u64,
+    /// The judge.
+    pub judge: String,
+}
+
+/// Adds a sweep's AFC jobs (AFC datasets of `lens` claims, in `[afc]` order) to its
+/// decomposers' queues and to the aggregation jobs, as the planner makes them.
+pub fn add_afc(counts: &mut Counts, sweep: &SweepSpec, lens: &[u32]) {
+    let Some(afc) = &sweep.afc else { return };
+    let shard = u64::from(sweep.shard_size.max(1));
+    let shards: u64 = lens.iter().map(|&n| u64::from(n).div_ceil(shard)).sum();
+    let settings = afc.settings.len() as u64;
+    for m in counts
+        .models
+        .iter_mut()
+        .filter(|m| afc.decomposers.contains(&m.model))
+    {
+        m.jobs += shards * settings;
+    }
+    let decomposers = afc.decomposers.len() as u64;
+    counts.aggregation_jobs += decomposers * lens.len() as u64 * settings;
+    counts.afc = Some(AfcCounts {
+        decomposers: afc.decomposers.len(),
+        datasets: lens.len(),
+        claims: lens.iter().map(|&n| u64::from(n)).sum(),
+        settings: afc.settings.len(),
+        jobs: decomposers * shards * settings,
+        judge: afc.judge.clone(),
+    });
 }
 
 /// The jobs of one model's queue.
@@ -218,6 +265,7 @@ pub fn counts(sweep: &SweepSpec, lens: &[u32]) -> Counts {
             })
             .collect(),
         aggregation_jobs: (sweep.models.len() * lens.len()) as u64 * modes,
+        afc: None,
     }
 }
 

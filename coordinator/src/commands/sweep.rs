@@ -250,8 +250,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
 async fn plan(a: PlanArgs) -> anyhow::Result<ExitCode> {
     let sweep = credence_core::sweep::load(&a.sweep)?;
     let lens = sizing::dataset_lens(&sweep)?;
+    let afc_lens = sizing::afc_lens(&sweep)?;
     if !a.estimate {
-        let counts = credence_core::estimate::counts(&sweep, &lens);
+        let mut counts = credence_core::estimate::counts(&sweep, &lens);
+        credence_core::estimate::add_afc(&mut counts, &sweep, &afc_lens);
         if a.json {
             println!("{}", serde_json::to_string_pretty(&counts)?);
         } else {
@@ -278,9 +280,10 @@ async fn plan(a: PlanArgs) -> anyhow::Result<ExitCode> {
         cpu_seconds: a.cpu_ms.map(|ms| ms / 1000.0),
     };
     let speeds = sizing::speeds(&sweep, &a.server)?;
-    let estimate =
+    let mut estimate =
         credence_core::estimate::estimate(&sweep, &lens, &speeds, fleet, stated, pilot.as_ref())
             .map_err(anyhow::Error::msg)?;
+    credence_core::estimate::add_afc(&mut estimate.counts, &sweep, &afc_lens);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&estimate)?);
     } else {

@@ -4,7 +4,8 @@
 //! whose judgements follow a rule this test knows. The stored judgements and compound
 //! verdicts, and the accuracy, macro-F1 and AUC that `credence report --table afc`
 //! prints, equal what this test computes on its own; each (claim, evidence) prompt is sent
-//! once, and running the sweep again sends nothing.
+//! once, and running the sweep again sends nothing. A prompt the judge refuses for its
+//! content counts as an answer with no label and is recorded as the claim's error.
 
 use super::llm_server::{decompose_answer, LlmServer, Reply};
 use super::support::Cluster;
@@ -16,9 +17,12 @@ use std::time::Duration;
 const EVIDENCE: &str = "The stations logged the weather.";
 const FACTSCORE_ASK: &str = "Please breakdown the following sentence into independent facts: ";
 
-/// The judge's rule on one claim: (label, score), `None` for an answer with no label.
+/// The judge's rule on one claim: (label, score), `None` for an answer with no label
+/// (or, for an "overlong" claim, a request the server refuses).
 fn rule(claim: &str) -> Option<(&'static str, f64)> {
-    if claim.contains("snow") {
+    if claim.contains("overlong") {
+        None
+    } else if claim.contains("snow") {
         Some(("CONTRADICT", -0.7))
     } else if claim.contains("maybe") {
         None
@@ -34,6 +38,9 @@ fn rule(claim: &str) -> Option<(&'static str, f64)> {
 fn script(_: usize, user: &str) -> Reply {
     if let Some(rest) = user.strip_prefix("EVIDENCE: ") {
         let claim = rest.split("\nCLAIM: ").nth(1).unwrap_or_default();
+        if claim.contains("overlong") {
+            return Reply::Status(400, "maximum context length exceeded".into(), None);
+        }
         return Reply::Answer(match rule(claim) {
             Some((label, score)) => format!("{label} {score}"),
             None => "I cannot tell.".into(),
@@ -68,6 +75,7 @@ fn claims(n: usize) -> Vec<Claim> {
                     "Station {i} saw rain, and town {i} saw rain and the field {i} stayed dry."
                 ),
                 2 => format!("Station {i} saw snow and town {i} saw rain."),
+                _ if i == 7 => format!("Station {i} sent an overlong report of rain."),
                 _ => format!("Station {i} maybe saw rain."),
             },
             support: i % 3 == 0,
@@ -145,6 +153,10 @@ fn parse_rows(text: &str) -> HashMap<(String, String), Stored> {
         })
         .collect()
 }
+
+/// Claims whose judge refused a prompt (c07's, in each setting), recorded with why.
+const REFUSED_SQL: &str =
+    "SELECT count(*) FROM afc_results WHERE error LIKE 'judge:%' AND example_id = 'c07'";
 
 const ROWS_SQL: &str = "SELECT example_id || '\t' || setting || '\t' || verdict || '\t' || score \
      || '\t' || n_subclaims || '\t' || judged FROM afc_examples ORDER BY example_id, setting";
@@ -285,12 +297,13 @@ fn check(claims: &[Claim], rows: &HashMap<(String, String), Stored>, report: &se
     assert_eq!(deltas.len(), 9, "three comparisons x three metrics");
 }
 
-/// Each judge prompt went to the server once.
+/// Each judge prompt that was answered went to the server once (a refused one is not
+/// cached, so each setting that needs it asks again).
 fn judged_once(server: &LlmServer) -> usize {
     let judges: Vec<(String, usize)> = server
         .per_prompt()
         .into_iter()
-        .filter(|(u, _)| u.starts_with("EVIDENCE: "))
+        .filter(|(u, _)| u.starts_with("EVIDENCE: ") && !u.contains("overlong"))
         .collect();
     assert!(
         judges.iter().all(|(_, n)| *n == 1),
@@ -334,6 +347,12 @@ fn afc_verdicts_and_metrics_follow_the_rule_in_the_embedded_engine() {
         .output()
         .expect("sqlite3");
     let rows = parse_rows(&String::from_utf8_lossy(&rows.stdout));
+    let refused = Command::new("sqlite3")
+        .arg(&db)
+        .arg(REFUSED_SQL)
+        .output()
+        .expect("sqlite3");
+    assert_eq!(String::from_utf8_lossy(&refused.stdout).trim(), "3");
     let report = Command::new(env!("CARGO_BIN_EXE_credence"))
         .args([
             "report", "afc", "--table", "afc", "--format", "json", "--db",
@@ -373,6 +392,7 @@ fn afc_verdicts_and_metrics_follow_the_rule_in_the_distributed_engine() {
     assert_eq!(c.done_jobs("afc"), 5 * 3);
     judged_once(&server);
     let rows = parse_rows(&c.sql(ROWS_SQL));
+    assert_eq!(c.sql_i64(REFUSED_SQL), 3);
     let report: serde_json::Value =
         serde_json::from_str(&c.ok(&["report", "afc", "--table", "afc", "--format", "json"]))
             .expect("JSON");

@@ -321,3 +321,36 @@ fn a_model_without_a_speed_is_named() {
     let e = estimate(&sweep(), &[10, 10], &s, FLEET, Stated::default(), None).unwrap_err();
     assert!(e.contains("factscore-phi") && e.contains("--server"), "{e}");
 }
+
+#[test]
+fn afc_jobs_join_their_decomposers_queues() {
+    let text = format!(
+        "{SWEEP}\n[afc]\njudge = \"qwen3-8b\"\n[[afc.datasets]]\nid = \"covid\"\npath = \"c.jsonl\"\n"
+    );
+    let sweep =
+        crate::sweep::parse(&text, Path::new("sweeps/x.toml"), Path::new("sweeps")).unwrap();
+    let afc = sweep.afc.clone().unwrap();
+    let lens = [60, 5];
+    let mut c = counts(&sweep, &lens);
+    let before: Vec<u64> = c.models.iter().map(|m| m.jobs).collect();
+    let aggregations = c.aggregation_jobs;
+    add_afc(&mut c, &sweep, &[21]);
+    let shards = 21u64.div_ceil(u64::from(sweep.shard_size));
+    for (m, b) in c.models.iter().zip(&before) {
+        let more = if afc.decomposers.contains(&m.model) {
+            shards * 3
+        } else {
+            0
+        };
+        assert_eq!(m.jobs, b + more, "{}", m.model);
+    }
+    let a = c.afc.as_ref().unwrap();
+    assert_eq!(
+        (a.claims, a.settings, a.jobs),
+        (21, 3, afc.decomposers.len() as u64 * shards * 3)
+    );
+    assert_eq!(
+        c.aggregation_jobs,
+        aggregations + afc.decomposers.len() as u64 * 3
+    );
+}

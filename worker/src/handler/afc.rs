@@ -5,14 +5,18 @@
 //! mode), or by the same model's generator under the FActScore prompt (`factscore`, base
 //! mode). Every (claim, evidence) pair goes to the judge ([`NliJudge`]) through the
 //! generation cache and its lease, so each is judged once per sweep whoever asks, and a
-//! rerun asks nothing. An empty decomposition falls back to judging the claim whole.
+//! rerun asks nothing. An empty decomposition falls back to judging the claim whole. A
+//! judgement the judge cannot make for the claim's own sake (its prompt over the model's
+//! context, an unusable answer after every retry) counts as an answer with no label
+//! (NEUTRAL, 0) and is recorded as the claim's error; any other failure fails the job.
 
 use super::{lock, JobError, JobHandler, JobInputs};
 use crate::decompose::Decomposer;
 use crate::decompose::LlmDecomposer;
 use crate::llm::nli::NliJudge;
+use crate::llm::once::OnceError;
 use crate::llm::PromptKind;
-use credence_core::afc::{AfcResult, AfcSetting, JudgedClaim};
+use credence_core::afc::{AfcResult, AfcSetting, JudgedClaim, Judgement};
 use credence_core::domain::{AfcGold, Mode};
 use credence_core::job::{AfcTask, Job};
 use credence_core::sweep::SweepSpec;
@@ -57,7 +61,7 @@ impl JobHandler {
         let n = inputs.examples.len();
         // The sub-claims of each claim, the calls they took and why a claim could not
         // be split.
-        let (subclaims, mut calls, errors): (Vec<Vec<Claim>>, Vec<u32>, Vec<Option<String>>) =
+        let (subclaims, mut calls, mut errors): (Vec<Vec<Claim>>, Vec<u32>, Vec<Option<String>>) =
             match task.setting {
                 AfcSetting::None => (vec![Vec::new(); n], vec![0; n], vec![None; n]),
                 AfcSetting::Credence | AfcSetting::Factscore => {
@@ -121,16 +125,28 @@ impl JobHandler {
             let Some((i, claim, outcome)) = in_flight.next().await else {
                 break;
             };
-            let answer = outcome.map_err(|source| JobError::Judge {
-                key: job.key.clone(),
-                source,
-            })?;
             calls[i] += 1;
+            let (judgement, unparsable) = match outcome {
+                Ok(answer) => (answer.judgement, answer.parse_failed),
+                // A request refused for its content (a prompt over the judge's context)
+                // or an unusable answer is the claim's: no label, recorded with why.
+                Err(OnceError::Generate(e)) if e.is_example_error() => {
+                    tracing::warn!(example = %inputs.examples[i].id, error = %e, "judgement not made; counted as an answer with no label");
+                    errors[i].get_or_insert_with(|| format!("judge: {e}"));
+                    (Judgement::unparsable(), true)
+                }
+                Err(source) => {
+                    return Err(JobError::Judge {
+                        key: job.key.clone(),
+                        source,
+                    })
+                }
+            };
             judged[i].push(JudgedClaim {
                 claim: claim.clone(),
-                label: answer.judgement.label,
-                score: answer.judgement.score,
-                unparsable: answer.parse_failed,
+                label: judgement.label,
+                score: judgement.score,
+                unparsable,
             });
         }
         Ok(inputs

@@ -77,7 +77,8 @@ pub(super) fn afc(spec: &AfcSpec, table: &AfcTable, resamples: u32) -> Vec<Table
             columns,
             rows,
             note: Some(format!(
-                "Each claim judged against its dataset's own evidence by {judge} (the nli-v1 prompt); a decomposed claim is SUPPORT when SUPPORT sub-claims are a strict majority, its score the mean sub-claim score. Value [95% percentile CI] over {resamples} paired bootstrap resamples of claims. AvgSubs: mean sub-claims per claim; Fell back: empty decompositions judged whole; Unparsable: answers with no label, counted NEUTRAL."
+                "Each claim judged against its dataset's own evidence by {judge} (the {} prompt); a decomposed claim is SUPPORT when SUPPORT sub-claims are a strict majority, its score the mean sub-claim score. Value [95% percentile CI] over {resamples} paired bootstrap resamples of claims. AvgSubs: mean sub-claims per claim; Fell back: empty decompositions judged whole; Unparsable: answers with no label, counted NEUTRAL.",
+                credence_worker::llm::nli::VERSION
             )),
         }));
         let deltas: Vec<_> = table.deltas.iter().filter(|d| d.model == model).collect();
