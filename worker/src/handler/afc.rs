@@ -10,9 +10,9 @@
 //! context, an unusable answer after every retry) counts as an answer with no label
 //! (NEUTRAL, 0) and is recorded as the claim's error; any other failure fails the job.
 
-use super::{lock, JobError, JobHandler, JobInputs};
-use crate::decompose::Decomposer;
+use super::{decompose_shard, lock, JobError, JobHandler, JobInputs};
 use crate::decompose::LlmDecomposer;
+use crate::decompose::{DecomposeContext, Decomposer};
 use crate::llm::nli::NliJudge;
 use crate::llm::once::OnceError;
 use crate::llm::PromptKind;
@@ -56,15 +56,15 @@ impl JobHandler {
             .map(AfcGold::of)
             .collect::<Result<_, _>>()
             .map_err(afc_error)?;
-        let decomposer = self.checked_decomposer(job, &inputs.sweep).await?;
         let judge = self.judge_for(job, task, &inputs.sweep).await?;
         let n = inputs.examples.len();
         // The sub-claims of each claim, the calls they took and why a claim could not
-        // be split.
+        // be split. The `none` setting asks the decomposer nothing.
         let (subclaims, mut calls, mut errors): (Vec<Vec<Claim>>, Vec<u32>, Vec<Option<String>>) =
             match task.setting {
                 AfcSetting::None => (vec![Vec::new(); n], vec![0; n], vec![None; n]),
                 AfcSetting::Credence | AfcSetting::Factscore => {
+                    let decomposer = self.checked_decomposer(job, &inputs.sweep).await?;
                     let (decomposer, mode) = match task.setting {
                         AfcSetting::Factscore => {
                             let twin = self
@@ -78,16 +78,30 @@ impl JobHandler {
                         }
                         _ => (decomposer, job.mode),
                     };
-                    let in_mode = self
-                        .claims_in_mode(job, mode, &*decomposer, inputs, caches, observer)
-                        .await?;
-                    let calls = in_mode
-                        .bases
-                        .iter()
-                        .zip(&in_mode.outcome.tier_calls)
-                        .map(|(b, tier)| b.llm_calls + tier)
-                        .collect();
-                    (in_mode.outcome.claims, calls, in_mode.errors)
+                    if mode == Mode::Base {
+                        // Base mode runs no tier, and an AFC job reads no score: the
+                        // decompositions alone (no parse, no embedding).
+                        let context = DecomposeContext {
+                            cache: caches,
+                            observer,
+                            model: &job.model,
+                        };
+                        let (bases, errors) =
+                            decompose_shard(&*decomposer, &inputs.examples, &context).await?;
+                        let calls = bases.iter().map(|b| b.llm_calls).collect();
+                        (bases.into_iter().map(|b| b.claims).collect(), calls, errors)
+                    } else {
+                        let in_mode = self
+                            .claims_in_mode(job, mode, &*decomposer, inputs, caches, observer)
+                            .await?;
+                        let calls = in_mode
+                            .bases
+                            .iter()
+                            .zip(&in_mode.outcome.tier_calls)
+                            .map(|(b, tier)| b.llm_calls + tier)
+                            .collect();
+                        (in_mode.outcome.claims, calls, in_mode.errors)
+                    }
                 }
             };
         // What each claim puts to the judge: its sub-claims, or itself.
@@ -107,7 +121,8 @@ impl JobHandler {
                 }
             })
             .collect();
-        let window = judge_window(&judge);
+        // As many judgements in flight as the judge's endpoint takes.
+        let window = judge.max_in_flight().max(1);
         let mut queued = asks.iter();
         let mut in_flight = FuturesOrdered::new();
         let mut judged: Vec<Vec<JudgedClaim>> = vec![Vec::new(); n];
@@ -243,9 +258,4 @@ impl JobHandler {
         twins.insert(job.model.clone(), twin.clone());
         Ok(twin)
     }
-}
-
-/// How many judgements to keep in flight: as many as the judge's endpoint takes.
-fn judge_window(judge: &NliJudge) -> usize {
-    judge.max_in_flight().max(1)
 }

@@ -13,8 +13,8 @@
 //! any batch, in any process (tested in `worker/tests/llm_local.rs` and, for the batched
 //! cache, `worker/tests/llm_device.rs`).
 //!
-//! Prefix reuse: the keys and values of the last few prompts are kept after their
-//! prefill, and a new prompt that starts with the same tokens (a prompt template's
+//! Prefix reuse: the keys and values of recent prompts (the last four, and more within
+//! 192 MiB) are kept after their prefill, and a new prompt that starts with the same tokens (a prompt template's
 //! instructions and examples, ~900 of a self-repair prompt's ~1,000 tokens) copies them
 //! and runs only the rest. A position's keys and values depend only on the tokens up to
 //! it, and on the CPU every row of a product is computed alone, so the answer is the
@@ -221,6 +221,14 @@ impl Slot {
     }
 
     fn answer(self, model: &LocalModel) {
+        tracing::debug!(
+            prompt_tokens = self.prompt_tokens,
+            reused_tokens = self.reused_tokens,
+            generated = self.ids.len(),
+            prefill_seconds = self.prefill_seconds,
+            decode_seconds = self.decode_started.elapsed().as_secs_f64(),
+            "generation answered"
+        );
         let result = model
             .tokenizer
             .decode(&self.ids)
@@ -262,11 +270,18 @@ fn argmax_rows(logits: &Tensor) -> candle_core::Result<Vec<u32>> {
         .collect())
 }
 
-/// How many prompts' keys and values are kept for prefix reuse: a sweep alternates
-/// between a few prompt templates (decomposition, self-repair).
+/// How many prompts' keys and values are kept for prefix reuse, whatever their size: a
+/// sweep alternates between a few prompt templates (decomposition, self-repair).
 const KEPT_PROMPTS: usize = 4;
 
-/// The keys and values of the last [`KEPT_PROMPTS`] prompts, most recent first.
+/// More prompts are kept while they fit in [`KEPT_BYTES`], up to [`KEPT_PROMPTS_MAX`]:
+/// an AFC job's judge prompts share the instructions and a claim's evidence, while the
+/// decompositions of another job in flight take several places at once (measured on
+/// the AFC sweep: with four places, judge prompts found no prefix at all).
+const KEPT_PROMPTS_MAX: usize = 64;
+const KEPT_BYTES: usize = 192 << 20;
+
+/// The keys and values of recent prompts, most recently used first.
 struct Prefixes {
     kept: VecDeque<(Vec<u32>, SeqCache)>,
 }
@@ -300,9 +315,25 @@ impl Prefixes {
         self.kept
             .retain(|(kept, _)| !(kept.len() <= ids.len() && ids.starts_with(kept)));
         self.kept.push_front((ids, cache.prefix(cache.len())?));
-        self.kept.truncate(KEPT_PROMPTS);
+        let keep = kept_count(self.kept.iter().map(|(_, c)| c.bytes()));
+        self.kept.truncate(keep);
         Ok(())
     }
+}
+
+/// How many of the kept prompts (their sizes, most recently used first) stay: the first
+/// [`KEPT_PROMPTS`] whatever their size, then as many as fit in [`KEPT_BYTES`] in all,
+/// at most [`KEPT_PROMPTS_MAX`].
+fn kept_count(bytes: impl Iterator<Item = usize>) -> usize {
+    let mut total = 0usize;
+    bytes
+        .take(KEPT_PROMPTS_MAX)
+        .enumerate()
+        .take_while(|&(i, b)| {
+            total = total.saturating_add(b);
+            i < KEPT_PROMPTS || total <= KEPT_BYTES
+        })
+        .count()
 }
 
 impl Slot {
@@ -567,4 +598,29 @@ fn decode_step(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_prompts_fit_the_budget() {
+        // Small prompts: up to the cap.
+        assert_eq!(
+            kept_count(std::iter::repeat_n(1 << 20, 100)),
+            KEPT_PROMPTS_MAX
+        );
+        // The first four stay whatever their size; no more once the budget is spent.
+        assert_eq!(
+            kept_count(std::iter::repeat_n(KEPT_BYTES, 10)),
+            KEPT_PROMPTS
+        );
+        // 20 MiB each: as many as fit in the budget.
+        assert_eq!(
+            kept_count(std::iter::repeat_n(20 << 20, 100)),
+            KEPT_BYTES / (20 << 20)
+        );
+        assert_eq!(kept_count(std::iter::empty()), 0);
+    }
 }

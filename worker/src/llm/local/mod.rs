@@ -19,6 +19,7 @@ pub mod llama;
 pub mod model;
 pub mod phi3;
 pub mod plain;
+pub mod pool;
 pub mod qmatmul;
 pub mod qwen3;
 pub mod tokenizer;

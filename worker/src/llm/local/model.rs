@@ -352,6 +352,19 @@ impl SeqCache {
         self.len == 0
     }
 
+    /// Bytes the cached keys and values take (the buffers' whole capacity on the tensor
+    /// path).
+    pub fn bytes(&self) -> usize {
+        let tensors: usize = self
+            .k
+            .iter()
+            .chain(&self.v)
+            .flatten()
+            .map(|t| t.elem_count() * t.dtype().size_in_bytes())
+            .sum();
+        tensors + self.plain.bytes()
+    }
+
     /// A new cache holding a copy of the first `len` positions of this one: the state
     /// after a prompt's first `len` tokens, which a prompt starting with the same tokens
     /// continues from (the engine's prefix reuse).

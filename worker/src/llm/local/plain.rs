@@ -33,6 +33,11 @@ impl PlainKv {
 
     /// The first `len` of the `total` positions cached, in every layer (nothing when the
     /// plain path is not the one in use).
+    /// Bytes the keys and values take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.k.iter().chain(&self.v).map(Vec::len).sum::<usize>() * std::mem::size_of::<f32>()
+    }
+
     pub(crate) fn prefix(&self, len: usize, total: usize) -> PlainKv {
         let cut = |layers: &[Vec<f32>]| -> Vec<Vec<f32>> {
             layers
@@ -385,7 +390,7 @@ impl Plain {
         let out_len = out.len();
         let out_ptr = out.as_mut_ptr() as usize;
         let simd = super::qmatmul::has_avx2();
-        candle_core::utils::barrier_pool().execute_chunked(queries.len() * groups, |range| {
+        super::pool::pool().run(queries.len() * groups, |range| {
             // The scores of the group's query heads, `rep` rows of the visible keys.
             let mut scores = Vec::new();
             let mut sums = vec![0f32; rep];
@@ -425,7 +430,7 @@ impl Plain {
                     r < queries.len() && (r * qw + (g + 1) * rep * d) <= out_len,
                     "head range outside the output"
                 );
-                // SAFETY: `execute_chunked` hands out disjoint items, and item (r, g)
+                // SAFETY: the pool hands out disjoint items, and item (r, g)
                 // writes only the head_dim values of its own query heads in `out`, which
                 // outlives the call.
                 let dst = unsafe {

@@ -12,8 +12,11 @@
 /// Elements per block.
 pub const BLOCK: usize = 32;
 
-/// Activation rows multiplied per pass over a weight row.
+/// Activation rows multiplied per pass over a weight row (AVX2 and the portable code).
 const ROWS_PER_PASS: usize = 4;
+
+/// The same on AVX-512, whose 32 registers hold the accumulators of 8 rows.
+const ROWS_PER_PASS_WIDE: usize = 8;
 
 /// A Q8_0 block as GGUF stores it: an f16 scale and 32 signed bytes (34 bytes). The
 /// products read every weight byte once per token, so the blocks keep GGUF's size: at
@@ -168,20 +171,26 @@ impl QMatrix {
             n * nb,
             "a weight row is nb blocks"
         );
-        // Each worker owns whole weight rows, so output column `row` of every activation
-        // row is written by one worker only. candle's spinning thread pool (the caller
-        // takes part; one thread runs inline) rather than rayon's, whose sleeping workers
-        // cost a wake-up per product: a decode step makes 200 small ones.
+        // Each range of weight rows is claimed by one thread, so output column `row` of
+        // every activation row is written by one thread only. The decode pool
+        // (`pool.rs`: spinning between products, so a step's 200 small ones pay no
+        // wake-up, and claimed rather than assigned work, so a descheduled thread does
+        // not hold the step).
         let mut y = vec![0f32; len];
         let out_ptr = y.as_mut_ptr() as usize;
-        candle_core::utils::barrier_pool().execute_chunked(n, |range| {
-            let mut dst = [0f32; ROWS_PER_PASS];
+        let per_pass = if isa == Isa::Avx512Vnni {
+            ROWS_PER_PASS_WIDE
+        } else {
+            ROWS_PER_PASS
+        };
+        super::pool::pool().run(n, |range| {
+            let mut dst = [0f32; ROWS_PER_PASS_WIDE];
             for row in range {
-                // At most 4 activation rows per pass: with two accumulators each (even
-                // and odd blocks, two independent dependency chains) they stay in
-                // registers.
-                for start in (0..m).step_by(ROWS_PER_PASS) {
-                    let rows_here = (m - start).min(ROWS_PER_PASS);
+                // At most 4 (8 on AVX-512) activation rows per pass: with two
+                // accumulators each (even and odd blocks, two independent dependency
+                // chains) they stay in registers.
+                for start in (0..m).step_by(per_pass) {
+                    let rows_here = (m - start).min(per_pass);
                     let a = &acts[start * nb..(start + rows_here) * nb];
                     let dst = &mut dst[..rows_here];
                     match &self.blocks {
@@ -190,7 +199,7 @@ impl QMatrix {
                     }
                     for (i, &v) in dst.iter().enumerate() {
                         debug_assert!(row < n && start + i < m, "store outside y");
-                        // SAFETY: `execute_chunked` hands out disjoint row ranges, so
+                        // SAFETY: the pool hands out disjoint row ranges, so
                         // column `row` is written by this worker only, at an index below
                         // m * n, and `y` outlives the call.
                         unsafe { *(out_ptr as *mut f32).add((start + i) * n + row) = v };
@@ -228,8 +237,8 @@ pub enum Isa {
     Avx2,
     /// AVX2 plus AVX-VNNI (Alder Lake, Zen 5): one `vpdpbusd` instead of the two.
     AvxVnni,
-    /// AVX2 plus AVX-512 VNNI and VL (Ice Lake, Sapphire Rapids, Zen 4): the same on
-    /// 256-bit registers.
+    /// AVX2 plus AVX-512 (F, BW, DQ, VL, VNNI: Ice Lake, Sapphire Rapids, Zen 4): two
+    /// blocks per 512-bit `vpdpbusd`, up to 8 activation rows per pass.
     Avx512Vnni,
 }
 
@@ -278,6 +287,9 @@ fn best_isa() -> Isa {
             Isa::Scalar
         } else if std::arch::is_x86_feature_detected!("avx512vnni")
             && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
         {
             Isa::Avx512Vnni
         } else if std::arch::is_x86_feature_detected!("avxvnni") {
@@ -327,7 +339,7 @@ fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], isa: I
     match isa {
         Isa::Avx2 => return unsafe { avx2::dot_q8(row, acts, nb, dst) },
         Isa::AvxVnni => return unsafe { avxvnni::dot_q8(row, acts, nb, dst) },
-        Isa::Avx512Vnni => return unsafe { avx512vnni::dot_q8(row, acts, nb, dst) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(row, acts, nb, dst) },
         Isa::Scalar => {}
     }
     let _ = isa;
@@ -348,7 +360,7 @@ fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], isa:
     match isa {
         Isa::Avx2 => return unsafe { avx2::dot_q41(row, acts, nb, dst) },
         Isa::AvxVnni => return unsafe { avxvnni::dot_q41(row, acts, nb, dst) },
-        Isa::Avx512Vnni => return unsafe { avx512vnni::dot_q41(row, acts, nb, dst) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(row, acts, nb, dst) },
         Isa::Scalar => {}
     }
     let _ = isa;
@@ -540,15 +552,215 @@ x86_kernels!(
     }
 );
 
+/// The AVX-512 kernels: two blocks per 512-bit register, the even block in the low
+/// half and the odd one in the high half, so that the low half of each accumulator is
+/// the 256-bit kernels' even accumulator and the high half their odd one, lane for lane
+/// the same fused multiply-adds in the same order: the same bits as AVX2, with half the
+/// instructions and up to 8 activation rows per pass.
 #[cfg(target_arch = "x86_64")]
-x86_kernels!(
-    avx512vnni,
-    "avx2,fma,f16c,avx512vnni,avx512vl",
-    #[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
-    fn udot(u: __m256i, s: __m256i) -> __m256i {
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+mod avx512 {
+    use super::{ActBlock, BlockQ41, BlockQ8};
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn hsum(v: __m256) -> f32 {
+        let hi = _mm256_extractf128_ps(v, 1);
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
     }
-);
+
+    /// Two f16 values to f32.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn f16x2(a: u16, b: u16) -> (f32, f32) {
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(
+            (u32::from(a) | (u32::from(b) << 16)) as i32,
+        ));
+        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+    }
+
+    /// Two 32-byte halves as one register.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn join(lo: __m256i, hi: __m256i) -> __m512i {
+        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+    }
+
+    /// `a` in the low eight lanes, `b` in the high eight.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn halves(a: f32, b: f32) -> __m512 {
+        _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
+    }
+
+    /// The 32 quantised activations of a block.
+    ///
+    /// # Safety
+    /// AVX2 (a block holds 32 bytes).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    unsafe fn act(x: &ActBlock) -> __m256i {
+        // SAFETY: an activation block holds 32 bytes.
+        unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) }
+    }
+
+    /// `dst[i] = row . acts[i]` for Q8_0 weights, `dst.len()` (1 to 8) rows of `nb`
+    /// blocks.
+    ///
+    /// # Safety
+    /// The CPU has the features above; `acts` holds `dst.len()` rows of `nb` blocks and
+    /// `row` at least `nb` blocks.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
+        // SAFETY (each): as the caller promises.
+        match dst.len() {
+            1 => unsafe { q8_rows::<1>(row, acts, nb, dst) },
+            2 => unsafe { q8_rows::<2>(row, acts, nb, dst) },
+            3 => unsafe { q8_rows::<3>(row, acts, nb, dst) },
+            4 => unsafe { q8_rows::<4>(row, acts, nb, dst) },
+            5 => unsafe { q8_rows::<5>(row, acts, nb, dst) },
+            6 => unsafe { q8_rows::<6>(row, acts, nb, dst) },
+            7 => unsafe { q8_rows::<7>(row, acts, nb, dst) },
+            _ => unsafe { q8_rows::<8>(row, acts, nb, dst) },
+        }
+    }
+
+    /// The same for Q4_1 weights.
+    ///
+    /// # Safety
+    /// As [`dot_q8`].
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
+        // SAFETY (each): as the caller promises.
+        match dst.len() {
+            1 => unsafe { q41_rows::<1>(row, acts, nb, dst) },
+            2 => unsafe { q41_rows::<2>(row, acts, nb, dst) },
+            3 => unsafe { q41_rows::<3>(row, acts, nb, dst) },
+            4 => unsafe { q41_rows::<4>(row, acts, nb, dst) },
+            5 => unsafe { q41_rows::<5>(row, acts, nb, dst) },
+            6 => unsafe { q41_rows::<6>(row, acts, nb, dst) },
+            7 => unsafe { q41_rows::<7>(row, acts, nb, dst) },
+            _ => unsafe { q41_rows::<8>(row, acts, nb, dst) },
+        }
+    }
+
+    /// Q8_0: `|w|` unsigned against `x` with `w`'s sign (as the 256-bit kernels'
+    /// `sign_epi8` pair: where `w` is 0 the product is 0 either way).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    unsafe fn q8_rows<const R: usize>(
+        row: &[BlockQ8],
+        acts: &[ActBlock],
+        nb: usize,
+        dst: &mut [f32],
+    ) {
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut pairs = row[..nb].chunks_exact(2);
+        let mut b = 0;
+        for pair in pairs.by_ref() {
+            // SAFETY: a block holds 32 bytes.
+            let wv = unsafe {
+                join(
+                    _mm256_loadu_si256(pair[0].qs.as_ptr().cast()),
+                    _mm256_loadu_si256(pair[1].qs.as_ptr().cast()),
+                )
+            };
+            let negative = _mm512_movepi8_mask(wv);
+            let aw = _mm512_abs_epi8(wv);
+            let (d0, d1) = f16x2(pair[0].d, pair[1].d);
+            for i in 0..R {
+                let (x0, x1) = (&acts[i * nb + b], &acts[i * nb + b + 1]);
+                // SAFETY: as above.
+                let xv = unsafe { join(act(x0), act(x1)) };
+                let sx = _mm512_mask_sub_epi8(xv, negative, _mm512_setzero_si512(), xv);
+                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
+                acc[i] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), halves(d0 * x0.d, d1 * x1.d), acc[i]);
+            }
+            b += 2;
+        }
+        if let [last] = pairs.remainder() {
+            // SAFETY: as above.
+            let wv = unsafe { _mm256_loadu_si256(last.qs.as_ptr().cast()) };
+            let aw = _mm256_sign_epi8(wv, wv);
+            let (d, _) = f16x2(last.d, 0);
+            for i in 0..R {
+                let x = &acts[i * nb + b];
+                // SAFETY: as above.
+                let sx = _mm256_sign_epi8(unsafe { act(x) }, wv);
+                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
+                let even = _mm512_castps512_ps256(acc[i]);
+                let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
+                acc[i] = _mm512_insertf32x8(acc[i], even, 0);
+            }
+        }
+        for i in 0..R {
+            let (even, odd) = (
+                _mm512_castps512_ps256(acc[i]),
+                _mm512_extractf32x8_ps(acc[i], 1),
+            );
+            dst[i] = hsum(_mm256_add_ps(even, odd));
+        }
+    }
+
+    /// Q4_1: `d * d_x * (q . q_x) + m * d_x * sum(q_x)`, the minimum's sums in the
+    /// 256-bit kernels' order (even and odd blocks apart).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    unsafe fn q41_rows<const R: usize>(
+        row: &[BlockQ41],
+        acts: &[ActBlock],
+        nb: usize,
+        dst: &mut [f32],
+    ) {
+        let low = _mm_set1_epi8(0x0f);
+        // The 32 nibbles of a block in element order (low nibbles are elements 0-15).
+        let unpack = |w: &BlockQ41| {
+            // SAFETY: a block holds 16 bytes of nibbles.
+            let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+            let lo = _mm_and_si128(packed, low);
+            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
+            _mm256_set_m128i(hi, lo)
+        };
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut mins_even = [0f32; R];
+        let mut mins_odd = [0f32; R];
+        let mut pairs = row[..nb].chunks_exact(2);
+        let mut b = 0;
+        for pair in pairs.by_ref() {
+            let wv = join(unpack(&pair[0]), unpack(&pair[1]));
+            let (d0, m0) = f16x2(pair[0].d, pair[0].m);
+            let (d1, m1) = f16x2(pair[1].d, pair[1].m);
+            for i in 0..R {
+                let (x0, x1) = (&acts[i * nb + b], &acts[i * nb + b + 1]);
+                // SAFETY: activation blocks hold 32 bytes.
+                let xv = unsafe { join(act(x0), act(x1)) };
+                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
+                acc[i] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), halves(d0 * x0.d, d1 * x1.d), acc[i]);
+                mins_even[i] += m0 * x0.s;
+                mins_odd[i] += m1 * x1.s;
+            }
+            b += 2;
+        }
+        if let [last] = pairs.remainder() {
+            let wv = unpack(last);
+            let (d, mn) = f16x2(last.d, last.m);
+            for i in 0..R {
+                let x = &acts[i * nb + b];
+                // SAFETY: as above.
+                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wv, unsafe { act(x) });
+                let even = _mm512_castps512_ps256(acc[i]);
+                let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
+                acc[i] = _mm512_insertf32x8(acc[i], even, 0);
+                mins_even[i] += mn * x.s;
+            }
+        }
+        for i in 0..R {
+            let (even, odd) = (
+                _mm512_castps512_ps256(acc[i]),
+                _mm512_extractf32x8_ps(acc[i], 1),
+            );
+            dst[i] = hsum(_mm256_add_ps(even, odd)) + mins_even[i] + mins_odd[i];
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -660,27 +872,35 @@ mod tests {
             }
         }
         let (raw41, _) = raw_q41(24, 256, 4);
+        // An odd number of blocks a row (9): the AVX-512 kernels' pairs end on a single.
+        let (mut raw8_odd, _) = raw_q8(24, 288, 5);
+        raw8_odd[2] = 0x80;
+        let (raw41_odd, _) = raw_q41(24, 288, 6);
         let matrices = [
             QMatrix::from_q8_0(24, 256, &raw8).unwrap(),
             QMatrix::from_q4_1(24, 256, &raw41).unwrap(),
+            QMatrix::from_q8_0(24, 288, &raw8_odd).unwrap(),
+            QMatrix::from_q4_1(24, 288, &raw41_odd).unwrap(),
         ];
-        let x: Vec<f32> = (0..5 * 256)
+        let x: Vec<f32> = (0..11 * 288)
             .map(|i| ((i * 53 % 97) as f32 - 48.0) / 7.0)
             .collect();
         let isas = isas();
         println!("instruction sets here: {isas:?}");
         for q in &matrices {
-            for m in 1..=5 {
+            let k = q.cols();
+            // Up to 11 rows: one and a half passes of the 8-row kernels.
+            for m in 1..=11 {
                 let simd: Vec<Vec<f32>> = isas
                     .iter()
                     .filter(|&&i| i != Isa::Scalar)
-                    .map(|&i| q.matmul_on(&x[..m * 256], m, i))
+                    .map(|&i| q.matmul_on(&x[..m * k], m, i))
                     .collect();
                 for other in &simd[1.min(simd.len())..] {
                     assert_eq!(other, &simd[0], "m={m}");
                 }
                 // The portable code sums in another order: equal to rounding.
-                let scalar = q.matmul_on(&x[..m * 256], m, Isa::Scalar);
+                let scalar = q.matmul_on(&x[..m * k], m, Isa::Scalar);
                 if let Some(first) = simd.first() {
                     for (a, b) in scalar.iter().zip(first) {
                         assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{a} vs {b}");
