@@ -431,7 +431,7 @@ macro_rules! x86_kernels {
             $udot
 
             #[target_feature(enable = $features)]
-            fn hsum(v: __m256) -> f32 {
+            pub(super) fn hsum(v: __m256) -> f32 {
                 let hi = _mm256_extractf128_ps(v, 1);
                 let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
                 let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -441,7 +441,7 @@ macro_rules! x86_kernels {
 
             /// Two f16 values to f32.
             #[target_feature(enable = $features)]
-            fn f16x2(a: u16, b: u16) -> (f32, f32) {
+            pub(super) fn f16x2(a: u16, b: u16) -> (f32, f32) {
                 let v = _mm_cvtph_ps(_mm_cvtsi32_si128(
                     (u32::from(a) | (u32::from(b) << 16)) as i32,
                 ));
@@ -559,25 +559,27 @@ x86_kernels!(
 /// instructions and up to 8 activation rows per pass.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    // The AVX2 module's horizontal sum and f16 pair (its features are a subset of these).
+    use super::avx2::{f16x2, hsum};
     use super::{ActBlock, BlockQ41, BlockQ8};
     use std::arch::x86_64::*;
 
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    fn hsum(v: __m256) -> f32 {
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        _mm_cvtss_f32(s)
-    }
-
-    /// Two f16 values to f32.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    fn f16x2(a: u16, b: u16) -> (f32, f32) {
-        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(
-            (u32::from(a) | (u32::from(b) << 16)) as i32,
-        ));
-        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+    /// Calls `kernel::<R>` for R = `dst.len()` (1 to 8): the accumulators of a const
+    /// number of rows stay in registers.
+    macro_rules! by_rows {
+        ($kernel:ident, $row:expr, $acts:expr, $nb:expr, $dst:expr) => {
+            // SAFETY (each): as the caller of the dispatching function promises.
+            match $dst.len() {
+                1 => unsafe { $kernel::<1>($row, $acts, $nb, $dst) },
+                2 => unsafe { $kernel::<2>($row, $acts, $nb, $dst) },
+                3 => unsafe { $kernel::<3>($row, $acts, $nb, $dst) },
+                4 => unsafe { $kernel::<4>($row, $acts, $nb, $dst) },
+                5 => unsafe { $kernel::<5>($row, $acts, $nb, $dst) },
+                6 => unsafe { $kernel::<6>($row, $acts, $nb, $dst) },
+                7 => unsafe { $kernel::<7>($row, $acts, $nb, $dst) },
+                _ => unsafe { $kernel::<8>($row, $acts, $nb, $dst) },
+            }
+        };
     }
 
     /// Two 32-byte halves as one register.
@@ -610,17 +612,7 @@ mod avx512 {
     /// `row` at least `nb` blocks.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
     pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        // SAFETY (each): as the caller promises.
-        match dst.len() {
-            1 => unsafe { q8_rows::<1>(row, acts, nb, dst) },
-            2 => unsafe { q8_rows::<2>(row, acts, nb, dst) },
-            3 => unsafe { q8_rows::<3>(row, acts, nb, dst) },
-            4 => unsafe { q8_rows::<4>(row, acts, nb, dst) },
-            5 => unsafe { q8_rows::<5>(row, acts, nb, dst) },
-            6 => unsafe { q8_rows::<6>(row, acts, nb, dst) },
-            7 => unsafe { q8_rows::<7>(row, acts, nb, dst) },
-            _ => unsafe { q8_rows::<8>(row, acts, nb, dst) },
-        }
+        by_rows!(q8_rows, row, acts, nb, dst)
     }
 
     /// The same for Q4_1 weights.
@@ -629,17 +621,7 @@ mod avx512 {
     /// As [`dot_q8`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
     pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        // SAFETY (each): as the caller promises.
-        match dst.len() {
-            1 => unsafe { q41_rows::<1>(row, acts, nb, dst) },
-            2 => unsafe { q41_rows::<2>(row, acts, nb, dst) },
-            3 => unsafe { q41_rows::<3>(row, acts, nb, dst) },
-            4 => unsafe { q41_rows::<4>(row, acts, nb, dst) },
-            5 => unsafe { q41_rows::<5>(row, acts, nb, dst) },
-            6 => unsafe { q41_rows::<6>(row, acts, nb, dst) },
-            7 => unsafe { q41_rows::<7>(row, acts, nb, dst) },
-            _ => unsafe { q41_rows::<8>(row, acts, nb, dst) },
-        }
+        by_rows!(q41_rows, row, acts, nb, dst)
     }
 
     /// Q8_0: `|w|` unsigned against `x` with `w`'s sign (as the 256-bit kernels'
