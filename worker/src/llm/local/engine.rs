@@ -393,6 +393,10 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
         .and_then(|(cache, reused)| {
             slot.cache = cache;
             slot.reused_tokens = reused;
+            if model.model.uses_plain_path() {
+                let total = (ids.len() + slot.max_new).min(context);
+                slot.cache.reserve(total, &model.model.config);
+            }
             model
                 .model
                 .forward(&[ids[reused..].to_vec()], &mut [&mut slot.cache])

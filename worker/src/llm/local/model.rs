@@ -352,6 +352,13 @@ impl SeqCache {
         self.len == 0
     }
 
+    /// Room for `tokens` positions in all (the plain path's buffers; the tensor path's
+    /// grow by doubling).
+    pub fn reserve(&mut self, tokens: usize, config: &Config) {
+        self.plain
+            .reserve(tokens, config.kv_heads * config.head_dim);
+    }
+
     /// Bytes the cached keys and values take (the buffers' whole capacity on the tensor
     /// path).
     pub fn bytes(&self) -> usize {

@@ -33,6 +33,16 @@ impl PlainKv {
 
     /// The first `len` of the `total` positions cached, in every layer (nothing when the
     /// plain path is not the one in use).
+    /// Room for `tokens` positions of `width` keys (and values) a layer, so that a
+    /// sequence's cache grows in place instead of being copied (and its new pages
+    /// faulted in) each time it doubles.
+    pub(crate) fn reserve(&mut self, tokens: usize, width: usize) {
+        let want = tokens.saturating_mul(width);
+        for layer in self.k.iter_mut().chain(self.v.iter_mut()) {
+            layer.reserve_exact(want.saturating_sub(layer.len()));
+        }
+    }
+
     /// Bytes the keys and values take.
     pub(crate) fn bytes(&self) -> usize {
         self.k.iter().chain(&self.v).map(Vec::len).sum::<usize>() * std::mem::size_of::<f32>()
