@@ -14,9 +14,9 @@
 //! cache, `worker/tests/llm_device.rs`).
 //!
 //! Prefix reuse: the keys and values of recent prompts (the last four, and more within
-//! 192 MiB) are kept after their prefill, and a new prompt that starts with the same tokens (a prompt template's
-//! instructions and examples, ~900 of a self-repair prompt's ~1,000 tokens) copies them
-//! and runs only the rest. A position's keys and values depend only on the tokens up to
+//! 192 MiB) are kept after their prefill, and a new prompt that starts with the same
+//! tokens (a prompt template's instructions and examples, ~900 of a self-repair
+//! prompt's ~1,000 tokens) copies them and runs only the rest. A position's keys and values depend only on the tokens up to
 //! it, and on the CPU every row of a product is computed alone, so the answer is the
 //! same bytes as without reuse (tested in `worker/tests/llm_device.rs` and
 //! `worker/tests/llm_local.rs`).

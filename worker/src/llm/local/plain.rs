@@ -31,8 +31,6 @@ impl PlainKv {
         }
     }
 
-    /// The first `len` of the `total` positions cached, in every layer (nothing when the
-    /// plain path is not the one in use).
     /// Room for `tokens` positions of `width` keys (and values) a layer, so that a
     /// sequence's cache grows in place instead of being copied (and its new pages
     /// faulted in) each time it doubles.
@@ -48,6 +46,8 @@ impl PlainKv {
         self.k.iter().chain(&self.v).map(Vec::len).sum::<usize>() * std::mem::size_of::<f32>()
     }
 
+    /// The first `len` of the `total` positions cached, in every layer (nothing when the
+    /// plain path is not the one in use).
     pub(crate) fn prefix(&self, len: usize, total: usize) -> PlainKv {
         let cut = |layers: &[Vec<f32>]| -> Vec<Vec<f32>> {
             layers

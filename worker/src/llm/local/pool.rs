@@ -112,13 +112,11 @@ type Trampoline = unsafe fn(*const (), std::ops::Range<usize>);
 
 impl Shared {
     /// Claims and runs ranges of the job of generation `generation` until none is left.
-    /// Returns the items this thread finished.
-    fn work(&self, generation: u32) -> usize {
-        let mut finished = 0;
+    fn work(&self, generation: u32) {
         loop {
             let state = self.state.load(Ordering::Acquire);
             if generation_of(state) != generation {
-                return finished;
+                return;
             }
             let items = self.items.load(Ordering::Acquire);
             let chunk = self.chunk.load(Ordering::Acquire);
@@ -126,7 +124,7 @@ impl Shared {
             let call = self.trampoline.load(Ordering::Acquire);
             let start = next_of(state);
             if start >= items {
-                return finished;
+                return;
             }
             let end = (start + chunk).min(items);
             if self
@@ -156,7 +154,6 @@ impl Shared {
                 slot.get_or_insert(payload);
             }
             self.done.fetch_add(end - start, Ordering::AcqRel);
-            finished += end - start;
         }
     }
 }
@@ -239,7 +236,7 @@ impl Pool {
             }
         }
         INSIDE.with(|c| c.set(true));
-        let mine = s.work(generation);
+        s.work(generation);
         INSIDE.with(|c| c.set(false));
         // Wait for the ranges other threads claimed (none is left unclaimed: `work`
         // returned because the cursor passed the end).
@@ -255,7 +252,6 @@ impl Pool {
                 }
             }
         }
-        debug_assert!(mine <= items);
         let payload = s.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
         drop(last);
         if let Some(payload) = payload {
