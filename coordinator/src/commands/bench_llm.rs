@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use credence_worker::llm::local::{Format, LocalBackend, LocalSettings};
 use credence_worker::llm::ChatMessage;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -46,6 +47,11 @@ pub struct BenchLlmArgs {
     /// long for the GPU's memory, say) fails alone.
     #[arg(long)]
     keep_going: bool,
+    /// Also write every generation's token ids to this JSONL file (`{"in_flight",
+    /// "prompt", "ids"}` a line), to check that a change to the engine or its kernels
+    /// keeps the outputs: compare the files of two builds.
+    #[arg(long)]
+    outputs: Option<PathBuf>,
 }
 
 /// `N` or `N:P` of --in-flight.
@@ -96,6 +102,12 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         .map(|(_, text)| vec![ChatMessage::user(text.clone())])
         .collect();
     let threads = credence_worker::embed::cpu_threads();
+    let mut outputs = match &args.outputs {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
     // Warm-up: a few tokens of the shortest prompt (first touch of the weights, kernel
     // packing), so that a prompt meant to fail (--keep-going) fails in its own turn.
     let shortest = chats
@@ -120,7 +132,14 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         let mut results = Vec::with_capacity(outcomes.len());
         for ((id, _), outcome) in inputs.iter().zip(outcomes) {
             match outcome {
-                Ok(g) => results.push(g),
+                Ok(g) => {
+                    if let Some(out) = &mut outputs {
+                        let line =
+                            serde_json::json!({"in_flight": in_flight, "prompt": id, "ids": g.ids});
+                        writeln!(out, "{line}").context("writing --outputs")?;
+                    }
+                    results.push(g)
+                }
                 Err(e) if args.keep_going => println!(
                     "{}",
                     serde_json::json!({"impl": "credence", "in_flight": in_flight, "prompt": id,
@@ -160,6 +179,9 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
             line["decode_tok_s"] = (decode_tokens as f64 / decode_s).into();
         }
         println!("{line}");
+    }
+    if let Some(mut out) = outputs {
+        out.flush().context("writing --outputs")?;
     }
     Ok(ExitCode::SUCCESS)
 }
