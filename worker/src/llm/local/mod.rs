@@ -9,6 +9,7 @@
 //! - [`engine`]: one thread per model that owns it and decodes every request in flight
 //!   as one batch, greedily, until each reaches an end-of-turn token or its limit.
 
+pub mod attend;
 pub mod batch_kv;
 pub mod chat;
 pub mod engine;

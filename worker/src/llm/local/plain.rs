@@ -5,13 +5,14 @@
 //! few hundred values: on candle's CPU backend every one allocates, dispatches and
 //! copies, which cost as much as the matrix products themselves. Here a step is the
 //! products ([`super::qmatmul`], or candle's kernel for other weight types) and a few
-//! loops over each row; attention over the cache is plain dot products (AVX2 when the
-//! CPU has it) for every (query row, head) pair on the thread pool, a prompt's rows
-//! reading only the keys up to their own position.
+//! loops over each row; attention over the cache ([`super::attend`], AVX2 when the CPU
+//! has it) runs for every (query row, key-value group) pair on the thread pool, a
+//! prompt's rows reading only the keys up to their own position.
 //!
 //! The arithmetic is the tensor path's, operation for operation, and the tests hold the
 //! two to the same references (`worker/tests/llm_tiny.rs` runs both).
 
+use super::attend;
 use super::model::{Activation, Config, Embedding, GateUp, Linear, Norm, Qkv, RopeStyle, Weight};
 use candle_core::{DType, Device, Result, Tensor};
 
@@ -369,12 +370,10 @@ impl Plain {
 
     /// Attention of each query row over its sequence's cache (which already holds the
     /// new tokens), causal and within the window: `[rows, heads * head_dim]`. Query row r
-    /// is `(sequence, position)` = `queries[r]`. The (row, key-value head) pairs are
-    /// spread over the thread pool, and each reads its keys and values once for all the
-    /// query heads that share them (grouped-query attention: 3 in SmolLM2), which was
-    /// most of the time of a batched decode step; a prompt's rows see only the keys up
-    /// to their own position. Each query head's arithmetic is the same, in the same
-    /// order, as one head at a time.
+    /// is `(sequence, position)` = `queries[r]`. The (row, key-value group) pairs are
+    /// spread over the thread pool, each with the query heads that share the group's
+    /// keys and values (grouped-query attention: 3 in SmolLM2) and its arithmetic in
+    /// [`attend`]; a prompt's rows see only the keys up to their own position.
     fn attend(
         &self,
         q: &[f32],
@@ -399,11 +398,8 @@ impl Plain {
         );
         let out_len = out.len();
         let out_ptr = out.as_mut_ptr() as usize;
-        let simd = super::qmatmul::has_avx2();
         super::pool::pool().run(queries.len() * groups, |range| {
-            // The scores of the group's query heads, `rep` rows of the visible keys.
-            let mut scores = Vec::new();
-            let mut sums = vec![0f32; rep];
+            let mut weights = Vec::new();
             for item in range {
                 let (r, g) = (item / groups, item % groups);
                 let (seq, pos) = queries[r];
@@ -412,30 +408,16 @@ impl Plain {
                     Some(w) if total > w => total - w,
                     _ => 0,
                 };
-                let n = total - first;
                 let (keys, values) = (&kv[seq].k[layer], &kv[seq].v[layer]);
-                let off = g * d;
-                let head_q = |j: usize| {
-                    let h = g * rep + j;
-                    &q[r * qw + h * d..r * qw + (h + 1) * d]
+                let group = attend::Group {
+                    queries: &q[r * qw + g * rep * d..r * qw + (g + 1) * rep * d],
+                    keys: &keys[first * kw..total * kw],
+                    values: &values[first * kw..total * kw],
+                    stride: kw,
+                    off: g * d,
+                    d,
+                    n: total - first,
                 };
-                scores.clear();
-                scores.resize(rep * n, 0f32);
-                for (i, p) in (first..total).enumerate() {
-                    let key = &keys[p * kw + off..p * kw + off + d];
-                    for j in 0..rep {
-                        scores[j * n + i] = dot::dot(head_q(j), key, simd) * scale;
-                    }
-                }
-                for (j, sum) in sums.iter_mut().enumerate() {
-                    let row = &mut scores[j * n..(j + 1) * n];
-                    let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-                    *sum = 0.0;
-                    for s in row.iter_mut() {
-                        *s = (*s - max).exp();
-                        *sum += *s;
-                    }
-                }
                 debug_assert!(
                     r < queries.len() && (r * qw + (g + 1) * rep * d) <= out_len,
                     "head range outside the output"
@@ -449,12 +431,7 @@ impl Plain {
                         rep * d,
                     )
                 };
-                for (i, p) in (first..total).enumerate() {
-                    let value = &values[p * kw + off..p * kw + off + d];
-                    for (j, head) in dst.chunks_exact_mut(d).enumerate() {
-                        dot::axpy(head, scores[j * n + i] / sums[j], value, simd);
-                    }
-                }
+                attend::attend(&group, scale, &mut weights, dst);
             }
         });
         out
@@ -517,69 +494,4 @@ fn split_columns(all: &[f32], rows: usize, widths: &[usize; 3]) -> (Vec<f32>, Ve
     }
     let [a, b, c] = parts;
     (a, b, c)
-}
-
-/// f32 dot products and `y += a x`, AVX2 where the CPU has it.
-mod dot {
-    pub fn dot(a: &[f32], b: &[f32], simd: bool) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if simd && a.len().is_multiple_of(8) {
-            // SAFETY: AVX2 and FMA were detected at run time; lengths are checked inside.
-            return unsafe { avx2::dot(a, b) };
-        }
-        let _ = simd;
-        a.iter().zip(b).map(|(x, y)| x * y).sum()
-    }
-
-    pub fn axpy(y: &mut [f32], a: f32, x: &[f32], simd: bool) {
-        #[cfg(target_arch = "x86_64")]
-        if simd && y.len().is_multiple_of(8) {
-            // SAFETY: as above.
-            unsafe { avx2::axpy(y, a, x) };
-            return;
-        }
-        let _ = simd;
-        for (o, v) in y.iter_mut().zip(x) {
-            *o += a * v;
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    mod avx2 {
-        use std::arch::x86_64::*;
-
-        #[target_feature(enable = "avx2,fma")]
-        pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            assert_eq!(a.len(), b.len());
-            let mut acc = _mm256_setzero_ps();
-            for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-                // SAFETY: each chunk holds 8 floats.
-                let (xv, yv) =
-                    unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
-                acc = _mm256_fmadd_ps(xv, yv, acc);
-            }
-            let hi = _mm256_extractf128_ps(acc, 1);
-            let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-            _mm_cvtss_f32(s)
-        }
-
-        #[target_feature(enable = "avx2,fma")]
-        pub unsafe fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-            assert_eq!(y.len(), x.len());
-            let av = _mm256_set1_ps(a);
-            for (o, v) in y.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
-                // SAFETY: each chunk holds 8 floats.
-                unsafe {
-                    let r = _mm256_fmadd_ps(
-                        av,
-                        _mm256_loadu_ps(v.as_ptr()),
-                        _mm256_loadu_ps(o.as_ptr()),
-                    );
-                    _mm256_storeu_ps(o.as_mut_ptr(), r);
-                }
-            }
-        }
-    }
 }

@@ -12,11 +12,22 @@
 /// Elements per block.
 pub const BLOCK: usize = 32;
 
-/// Activation rows multiplied per pass over a weight row (AVX2 and the portable code).
-const ROWS_PER_PASS: usize = 4;
+/// Activation rows multiplied per pass over a weight row: AVX-512's 32 registers hold
+/// two accumulators for each of 8 rows; AVX2's 16 hold one for each of 8 when the even
+/// and the odd blocks are summed in two passes (`q41_panel`).
+const ROWS_PER_PASS: usize = 8;
 
-/// The same on AVX-512, whose 32 registers hold the accumulators of 8 rows.
-const ROWS_PER_PASS_WIDE: usize = 8;
+/// One block of up to 8 activation rows as the 256-bit kernels of 5 to 8 rows read it:
+/// each row's 32 quantised values, its scale in all 8 lanes (so that `d * d_x` is one
+/// vector multiply from memory, not a scalar one and a broadcast), and the rows' sums
+/// (for Q4_1's minimum) in one register. Rows past the pass's last are zero.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Panel {
+    qs: [[i8; BLOCK]; ROWS_PER_PASS],
+    d: [[f32; 8]; ROWS_PER_PASS],
+    s: [f32; ROWS_PER_PASS],
+}
 
 /// A Q8_0 block as GGUF stores it: an f16 scale and 32 signed bytes (34 bytes). The
 /// products read every weight byte once per token, so the blocks keep GGUF's size: at
@@ -156,7 +167,12 @@ impl QMatrix {
             x.len()
         );
         let nb = k / BLOCK;
-        let acts: Vec<ActBlock> = x.chunks_exact(BLOCK).map(quantize_block).collect();
+        let quantize = if isa == Isa::Scalar {
+            quantize_block
+        } else {
+            quantize_block_avx2
+        };
+        let acts: Vec<ActBlock> = x.chunks_exact(BLOCK).map(quantize).collect();
         let n = self.rows;
         // The store below writes `y[(start + i) * n + row]` without bounds checks: it
         // relies on every weight row having `nb` blocks (from `check`) and on `m * n`
@@ -178,37 +194,61 @@ impl QMatrix {
         // not hold the step).
         let mut y = vec![0f32; len];
         let out_ptr = y.as_mut_ptr() as usize;
-        let per_pass = if isa == Isa::Avx512Vnni {
-            ROWS_PER_PASS_WIDE
-        } else {
-            ROWS_PER_PASS
-        };
+        let panels = panels(&acts, m, nb, isa);
         super::pool::pool().run(n, |range| {
-            let mut dst = [0f32; ROWS_PER_PASS_WIDE];
-            for row in range {
-                // At most 4 (8 on AVX-512) activation rows per pass: with two
-                // accumulators each (even and odd blocks, two independent dependency
-                // chains) they stay in registers.
-                for start in (0..m).step_by(per_pass) {
-                    let rows_here = (m - start).min(per_pass);
-                    let a = &acts[start * nb..(start + rows_here) * nb];
-                    let dst = &mut dst[..rows_here];
-                    match &self.blocks {
-                        Blocks::Q8(b) => dot_q8(&b[row * nb..(row + 1) * nb], a, nb, dst, isa),
-                        Blocks::Q41(b) => dot_q41(&b[row * nb..(row + 1) * nb], a, nb, dst, isa),
-                    }
-                    for (i, &v) in dst.iter().enumerate() {
-                        debug_assert!(row < n && start + i < m, "store outside y");
-                        // SAFETY: the pool hands out disjoint row ranges, so
-                        // column `row` is written by this worker only, at an index below
-                        // m * n, and `y` outlives the call.
-                        unsafe { *(out_ptr as *mut f32).add((start + i) * n + row) = v };
-                    }
+            let width = range.len();
+            let mut out = vec![0f32; m.min(ROWS_PER_PASS) * width];
+            for start in (0..m).step_by(ROWS_PER_PASS) {
+                let rows_here = (m - start).min(ROWS_PER_PASS);
+                let a = &acts[start * nb..(start + rows_here) * nb];
+                let p = panels.get(start / ROWS_PER_PASS * nb..(start / ROWS_PER_PASS + 1) * nb);
+                let out = &mut out[..rows_here * width];
+                let weights = range.start * nb..range.end * nb;
+                match &self.blocks {
+                    Blocks::Q8(b) => dot_q8(&b[weights], a, p, nb, out, isa),
+                    Blocks::Q41(b) => dot_q41(&b[weights], a, p, nb, out, isa),
+                }
+                for (i, part) in out.chunks_exact(width).enumerate() {
+                    debug_assert!((start + i) * n + range.end <= m * n, "store outside y");
+                    // SAFETY: the pool hands out disjoint row ranges, so columns
+                    // `range` of every row of y are written by this worker only, below
+                    // m * n, and `y` outlives the call.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            part.as_ptr(),
+                            (out_ptr as *mut f32).add((start + i) * n + range.start),
+                            width,
+                        )
+                    };
                 }
             }
         });
         y
     }
+}
+
+/// The [`Panel`]s of the activations, pass after pass (8 rows a pass), `nb` a pass; empty
+/// where the 256-bit kernels of 5 to 8 rows do not run (fewer than 5 rows, or another
+/// instruction set).
+fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
+    if !matches!(isa, Isa::Avx2 | Isa::AvxVnni) || m < 5 {
+        return Vec::new();
+    }
+    let empty = Panel {
+        qs: [[0; BLOCK]; ROWS_PER_PASS],
+        d: [[0.0; 8]; ROWS_PER_PASS],
+        s: [0.0; ROWS_PER_PASS],
+    };
+    let mut panels = vec![empty; m.div_ceil(ROWS_PER_PASS) * nb];
+    for (r, row) in acts.chunks_exact(nb).enumerate() {
+        let (pass, i) = (r / ROWS_PER_PASS, r % ROWS_PER_PASS);
+        for (panel, x) in panels[pass * nb..(pass + 1) * nb].iter_mut().zip(row) {
+            panel.qs[i] = x.qs;
+            panel.d[i] = [x.d; 8];
+            panel.s[i] = x.s;
+        }
+    }
+    panels
 }
 
 fn quantize_block(x: &[f32]) -> ActBlock {
@@ -225,6 +265,76 @@ fn quantize_block(x: &[f32]) -> ActBlock {
         d,
         s: d * sum as f32,
         qs,
+    }
+}
+
+/// [`quantize_block`] in AVX2 (which every [`Isa`] but `Scalar` has): the same
+/// operations lane by lane (the maximum of the magnitudes, exact in any order; `v * id`
+/// rounded half to even, the conversion's default; an integer sum), so the same block. A
+/// block holding a NaN or an infinity goes to the scalar code, whose casts of those
+/// differ from the vector conversion's.
+fn quantize_block_avx2(x: &[f32]) -> ActBlock {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: only called when `isa()` found AVX2.
+    return unsafe { avx2_quantize::block(x) }.unwrap_or_else(|| quantize_block(x));
+    #[cfg(not(target_arch = "x86_64"))]
+    quantize_block(x)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_quantize {
+    use super::{ActBlock, BLOCK};
+    use std::arch::x86_64::*;
+
+    /// One block, or `None` where a value is not finite.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn block(x: &[f32]) -> Option<ActBlock> {
+        assert_eq!(x.len(), BLOCK);
+        // SAFETY: 4 x 8 floats.
+        let v: [__m256; 4] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+        let sign = _mm256_set1_ps(-0.0);
+        let [a, b, c, d] = v.map(|v| _mm256_andnot_ps(sign, v));
+        let m = _mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d));
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        // A NaN anywhere, or an infinity (then amax is one).
+        let nan = v.iter().fold(0, |acc, &v| {
+            acc | _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))
+        });
+        if nan != 0 || !amax.is_finite() {
+            return None;
+        }
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        let q = v.map(|v| _mm256_cvtps_epi32(_mm256_mul_ps(v, id)));
+        // |v * id| <= 127 (rounded): the packs never saturate, so the sum of the i32s is
+        // the sum of the bytes.
+        let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let sum = _mm_add_epi32(
+            _mm256_castsi256_si128(sum),
+            _mm256_extracti128_si256(sum, 1),
+        );
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0b01_00_11_10));
+        let sum = _mm_cvtsi128_si32(_mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0b10_11_00_01)));
+        // The packs interleave 128-bit lanes; the permutation puts the bytes back in order.
+        let bytes = _mm256_packs_epi16(
+            _mm256_packs_epi32(q[0], q[1]),
+            _mm256_packs_epi32(q[2], q[3]),
+        );
+        let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        let mut qs = [0i8; BLOCK];
+        // SAFETY: 32 bytes.
+        unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), bytes) };
+        Some(ActBlock {
+            d,
+            s: d * sum as f32,
+            qs,
+        })
     }
 }
 
@@ -318,6 +428,25 @@ pub fn has_avx2() -> bool {
     }
 }
 
+/// Runs `kernel(row, dst)` (`dst[i]` = the weight row times activation row i) for each
+/// weight row j of `w` (`nb` blocks a row) and stores `dst[i]` at `out[i * len + j]`,
+/// `len` being the number of weight rows; `out.len() / len` activation rows (1 to 8).
+#[inline(always)]
+fn each_row<W>(w: &[W], nb: usize, out: &mut [f32], mut kernel: impl FnMut(&[W], &mut [f32])) {
+    let len = w.len() / nb;
+    if len == 0 {
+        return;
+    }
+    let r = out.len() / len;
+    let mut dst = [0f32; ROWS_PER_PASS];
+    for (j, row) in w.chunks_exact(nb).enumerate() {
+        kernel(row, &mut dst[..r]);
+        for (i, &v) in dst[..r].iter().enumerate() {
+            out[i * len + j] = v;
+        }
+    }
+}
+
 /// The portable products: `dst[i] = sum over blocks of block(w, x)` for activation row i.
 fn scalar_rows<W>(
     row: &[W],
@@ -332,45 +461,65 @@ fn scalar_rows<W>(
     }
 }
 
-/// `dst[i] = row . acts[i]` for the activation rows `acts` (nb blocks each).
-fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32], isa: Isa) {
+/// `out[i * len + j] = (row j of w) . acts[i]` for the `len` weight rows of `w` and the
+/// activation rows `acts` (`nb` blocks each, at most 8; `out` holds len values for each);
+/// `panels` is this pass's part of [`panels`] (`None` where that is empty).
+fn dot_q8(
+    w: &[BlockQ8],
+    acts: &[ActBlock],
+    panels: Option<&[Panel]>,
+    nb: usize,
+    out: &mut [f32],
+    isa: Isa,
+) {
     // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
     match isa {
-        Isa::Avx2 => return unsafe { avx2::dot_q8(row, acts, nb, dst) },
-        Isa::AvxVnni => return unsafe { avxvnni::dot_q8(row, acts, nb, dst) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(row, acts, nb, dst) },
+        Isa::Avx2 => return unsafe { avx2::dot_q8(w, acts, panels, nb, out) },
+        Isa::AvxVnni => return unsafe { avxvnni::dot_q8(w, acts, panels, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, acts, nb, out) },
         Isa::Scalar => {}
     }
-    let _ = isa;
-    scalar_rows(row, acts, nb, dst, |w, x| {
-        let s: i32 =
-            w.qs.iter()
-                .zip(&x.qs)
-                .map(|(&p, &q)| i32::from(p) * i32::from(q))
-                .sum();
-        f16_bits(w.d) * x.d * s as f32
+    let _ = (isa, panels);
+    each_row(w, nb, out, |row, dst| {
+        scalar_rows(row, acts, nb, dst, |w, x| {
+            let s: i32 =
+                w.qs.iter()
+                    .zip(&x.qs)
+                    .map(|(&p, &q)| i32::from(p) * i32::from(q))
+                    .sum();
+            f16_bits(w.d) * x.d * s as f32
+        })
     });
 }
 
 /// The same for Q4_1 weights: `d * q . x + m * sum(x)`.
-fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32], isa: Isa) {
+fn dot_q41(
+    w: &[BlockQ41],
+    acts: &[ActBlock],
+    panels: Option<&[Panel]>,
+    nb: usize,
+    out: &mut [f32],
+    isa: Isa,
+) {
     // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
     match isa {
-        Isa::Avx2 => return unsafe { avx2::dot_q41(row, acts, nb, dst) },
-        Isa::AvxVnni => return unsafe { avxvnni::dot_q41(row, acts, nb, dst) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(row, acts, nb, dst) },
+        Isa::Avx2 => return unsafe { avx2::dot_q41(w, acts, panels, nb, out) },
+        Isa::AvxVnni => return unsafe { avxvnni::dot_q41(w, acts, panels, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, acts, nb, out) },
         Isa::Scalar => {}
     }
-    let _ = isa;
-    scalar_rows(row, acts, nb, dst, |w, x| {
-        let mut s = 0i32;
-        for j in 0..BLOCK / 2 {
-            s += i32::from(w.qs[j] & 0x0f) * i32::from(x.qs[j]);
-            s += i32::from(w.qs[j] >> 4) * i32::from(x.qs[j + BLOCK / 2]);
-        }
-        f16_bits(w.d) * x.d * s as f32 + f16_bits(w.m) * x.s
+    let _ = (isa, panels);
+    each_row(w, nb, out, |row, dst| {
+        scalar_rows(row, acts, nb, dst, |w, x| {
+            let mut s = 0i32;
+            for j in 0..BLOCK / 2 {
+                s += i32::from(w.qs[j] & 0x0f) * i32::from(x.qs[j]);
+                s += i32::from(w.qs[j] >> 4) * i32::from(x.qs[j + BLOCK / 2]);
+            }
+            f16_bits(w.d) * x.d * s as f32 + f16_bits(w.m) * x.s
+        })
     });
 }
 
@@ -425,7 +574,7 @@ macro_rules! q41_block {
 macro_rules! x86_kernels {
     ($name:ident, $features:literal, $udot:item) => {
         mod $name {
-            use super::{ActBlock, BlockQ41, BlockQ8};
+            use super::{ActBlock, BlockQ41, BlockQ8, Panel};
             use std::arch::x86_64::*;
 
             $udot
@@ -448,35 +597,155 @@ macro_rules! x86_kernels {
                 (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
             }
 
-            // The kernels are generic over the number of activation rows R (1 to 4) so that the
-            // accumulators (two per row: even and odd blocks, two independent chains of fused
-            // multiply-adds) are registers: indexed at run time they were spilled to the stack,
-            // and every block waited on a store and a load.
+            // The kernels are generic over the number of activation rows R (1 to 8) so that the
+            // accumulators are registers: indexed at run time they were spilled to the stack,
+            // and every block waited on a store and a load. Up to 4 rows keep two accumulators
+            // a row (even and odd blocks, two independent chains of fused multiply-adds); 5 to
+            // 8 rows would need all 16 registers for that, so they sum the even blocks in one
+            // pass and the odd ones in a second (the same operations in the same order: the
+            // same bits), with one accumulator a row, each weight block unpacked once for 8
+            // rows instead of twice for 4, and the activations read from [`super::Panel`]s.
 
-            /// `dst[i] = row . acts[i]` for Q8_0 weights, `dst.len()` rows of `nb` blocks.
+            /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . acts[i]`, with
+            /// `panels` (the pass's [`super::panels`]) for 5 to 8 activation rows.
             #[target_feature(enable = $features)]
-            pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-                // SAFETY (all four): the caller's features, and dst.len() rows of nb blocks.
-                match dst.len() {
-                    1 => unsafe { q8_rows::<1>(row, acts, nb, dst) },
-                    2 => unsafe { q8_rows::<2>(row, acts, nb, dst) },
-                    3 => unsafe { q8_rows::<3>(row, acts, nb, dst) },
-                    _ => unsafe { q8_rows::<4>(row, acts, nb, dst) },
+            pub unsafe fn dot_q8(
+                w: &[BlockQ8],
+                acts: &[ActBlock],
+                panels: Option<&[Panel]>,
+                nb: usize,
+                out: &mut [f32],
+            ) {
+                let p = panels.unwrap_or(&[]);
+                // SAFETY (each): the caller's features, and the rows of nb blocks.
+                match out.len() / (w.len() / nb).max(1) {
+                    1 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<1>(row, acts, nb, dst) }),
+                    2 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<2>(row, acts, nb, dst) }),
+                    3 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<3>(row, acts, nb, dst) }),
+                    4 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<4>(row, acts, nb, dst) }),
+                    5 => super::each_row(w, nb, out, |row, dst| q8_panel::<5>(row, p, nb, dst)),
+                    6 => super::each_row(w, nb, out, |row, dst| q8_panel::<6>(row, p, nb, dst)),
+                    7 => super::each_row(w, nb, out, |row, dst| q8_panel::<7>(row, p, nb, dst)),
+                    _ => super::each_row(w, nb, out, |row, dst| q8_panel::<8>(row, p, nb, dst)),
                 }
             }
 
             /// The same for Q4_1 weights.
             #[target_feature(enable = $features)]
-            pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
+            pub unsafe fn dot_q41(
+                w: &[BlockQ41],
+                acts: &[ActBlock],
+                panels: Option<&[Panel]>,
+                nb: usize,
+                out: &mut [f32],
+            ) {
+                let p = panels.unwrap_or(&[]);
                 // SAFETY: as above.
-                match dst.len() {
-                    1 => unsafe { q41_rows::<1>(row, acts, nb, dst) },
-                    2 => unsafe { q41_rows::<2>(row, acts, nb, dst) },
-                    3 => unsafe { q41_rows::<3>(row, acts, nb, dst) },
-                    _ => unsafe { q41_rows::<4>(row, acts, nb, dst) },
+                match out.len() / (w.len() / nb).max(1) {
+                    1 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<1>(row, acts, nb, dst) }),
+                    2 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<2>(row, acts, nb, dst) }),
+                    3 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<3>(row, acts, nb, dst) }),
+                    4 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<4>(row, acts, nb, dst) }),
+                    5 => super::each_row(w, nb, out, |row, dst| q41_panel::<5>(row, p, nb, dst)),
+                    6 => super::each_row(w, nb, out, |row, dst| q41_panel::<6>(row, p, nb, dst)),
+                    7 => super::each_row(w, nb, out, |row, dst| q41_panel::<7>(row, p, nb, dst)),
+                    _ => super::each_row(w, nb, out, |row, dst| q41_panel::<8>(row, p, nb, dst)),
                 }
             }
 
+            /// Q8_0 products of R (5 to 8) rows from their panels: the even blocks' pass,
+            /// then the odd ones'.
+            #[target_feature(enable = $features)]
+            fn q8_panel<const R: usize>(row: &[BlockQ8], panels: &[Panel], nb: usize, dst: &mut [f32]) {
+                assert!(row.len() >= nb && panels.len() >= nb && dst.len() >= R);
+                let mut halves = [[_mm256_setzero_ps(); R]; 2];
+                for (parity, half) in halves.iter_mut().enumerate() {
+                    let mut acc = [_mm256_setzero_ps(); R];
+                    for b in (parity..nb).step_by(2) {
+                        // SAFETY: b < nb, within both (asserted above).
+                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
+                        // SAFETY: a block holds 32 bytes; a panel is 32-byte aligned, and
+                        // so are its rows of 32 bytes and of 8 floats.
+                        let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
+                        let aw = _mm256_sign_epi8(wv, wv);
+                        let d = _mm256_set1_ps(f16x2(w.d, 0).0);
+                        for (i, acc) in acc.iter_mut().enumerate() {
+                            // SAFETY: as above.
+                            let (xv, dx) = unsafe {
+                                (
+                                    _mm256_load_si256(p.qs[i].as_ptr().cast()),
+                                    _mm256_load_ps(p.d[i].as_ptr()),
+                                )
+                            };
+                            let prod = udot(aw, _mm256_sign_epi8(xv, wv));
+                            // d * d_x in every lane: the bits of the scalar product.
+                            let scale = _mm256_mul_ps(d, dx);
+                            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), scale, *acc);
+                        }
+                    }
+                    *half = acc;
+                }
+                for i in 0..R {
+                    dst[i] = hsum(_mm256_add_ps(halves[0][i], halves[1][i]));
+                }
+            }
+
+            /// Q4_1 products of R (5 to 8) rows from their panels: the even blocks' pass,
+            /// then the odd ones', each with the minimum's sums of the 8 rows in one
+            /// register.
+            #[target_feature(enable = $features)]
+            fn q41_panel<const R: usize>(
+                row: &[BlockQ41],
+                panels: &[Panel],
+                nb: usize,
+                dst: &mut [f32],
+            ) {
+                assert!(row.len() >= nb && panels.len() >= nb && dst.len() >= R);
+                let low = _mm_set1_epi8(0x0f);
+                let mut halves = [[_mm256_setzero_ps(); R]; 2];
+                let mut mins = [[0f32; 8]; 2];
+                for (parity, (half, mins)) in halves.iter_mut().zip(&mut mins).enumerate() {
+                    let mut acc = [_mm256_setzero_ps(); R];
+                    for b in (parity..nb).step_by(2) {
+                        // SAFETY: b < nb, within both (asserted above).
+                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
+                        // SAFETY: a block holds 16 bytes of nibbles.
+                        let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+                        let lo = _mm_and_si128(packed, low);
+                        let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
+                        let wv = _mm256_set_m128i(hi, lo);
+                        let d = _mm256_set1_ps(f16x2(w.d, 0).0);
+                        for (i, acc) in acc.iter_mut().enumerate() {
+                            // SAFETY: a panel and its rows are 32-byte aligned.
+                            let (xv, dx) = unsafe {
+                                (
+                                    _mm256_load_si256(p.qs[i].as_ptr().cast()),
+                                    _mm256_load_ps(p.d[i].as_ptr()),
+                                )
+                            };
+                            let scale = _mm256_mul_ps(d, dx);
+                            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(udot(wv, xv)), scale, *acc);
+                        }
+                    }
+                    *half = acc;
+                    // The minimum's sums in a loop of their own (in the one above, their
+                    // register and the minimum's broadcast spilled two accumulators):
+                    // m * s_x, then the add, the 1-4 row kernels' two roundings.
+                    let mut m = _mm256_setzero_ps();
+                    for b in (parity..nb).step_by(2) {
+                        // SAFETY: as above.
+                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
+                        // SAFETY: as above.
+                        let s = unsafe { _mm256_load_ps(p.s.as_ptr()) };
+                        m = _mm256_add_ps(m, _mm256_mul_ps(_mm256_set1_ps(f16x2(w.m, 0).0), s));
+                    }
+                    // SAFETY: 8 floats.
+                    unsafe { _mm256_storeu_ps(mins.as_mut_ptr(), m) };
+                }
+                for i in 0..R {
+                    dst[i] = hsum(_mm256_add_ps(halves[0][i], halves[1][i])) + mins[0][i] + mins[1][i];
+                }
+            }
 
             #[target_feature(enable = $features)]
             unsafe fn q8_rows<const R: usize>(
@@ -564,22 +833,40 @@ mod avx512 {
     use super::{ActBlock, BlockQ41, BlockQ8};
     use std::arch::x86_64::*;
 
-    /// Calls `kernel::<R>` for R = `dst.len()` (1 to 8): the accumulators of a const
-    /// number of rows stay in registers.
+    /// [`super::dot_q8`]'s loop over the weight rows of `$w` with `kernel::<R>`, R the
+    /// number of activation rows (1 to 8): the accumulators of a const number of rows
+    /// stay in registers.
     macro_rules! by_rows {
-        ($kernel:ident, $row:expr, $acts:expr, $nb:expr, $dst:expr) => {
+        ($kernel:ident, $w:expr, $acts:expr, $nb:expr, $out:expr) => {{
+            let (w, acts, nb, out) = ($w, $acts, $nb, $out);
             // SAFETY (each): as the caller of the dispatching function promises.
-            match $dst.len() {
-                1 => unsafe { $kernel::<1>($row, $acts, $nb, $dst) },
-                2 => unsafe { $kernel::<2>($row, $acts, $nb, $dst) },
-                3 => unsafe { $kernel::<3>($row, $acts, $nb, $dst) },
-                4 => unsafe { $kernel::<4>($row, $acts, $nb, $dst) },
-                5 => unsafe { $kernel::<5>($row, $acts, $nb, $dst) },
-                6 => unsafe { $kernel::<6>($row, $acts, $nb, $dst) },
-                7 => unsafe { $kernel::<7>($row, $acts, $nb, $dst) },
-                _ => unsafe { $kernel::<8>($row, $acts, $nb, $dst) },
+            match out.len() / (w.len() / nb).max(1) {
+                1 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<1>(row, acts, nb, dst)
+                }),
+                2 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<2>(row, acts, nb, dst)
+                }),
+                3 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<3>(row, acts, nb, dst)
+                }),
+                4 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<4>(row, acts, nb, dst)
+                }),
+                5 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<5>(row, acts, nb, dst)
+                }),
+                6 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<6>(row, acts, nb, dst)
+                }),
+                7 => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<7>(row, acts, nb, dst)
+                }),
+                _ => super::each_row(w, nb, out, |row, dst| unsafe {
+                    $kernel::<8>(row, acts, nb, dst)
+                }),
             }
-        };
+        }};
     }
 
     /// Two 32-byte halves as one register.
@@ -604,15 +891,15 @@ mod avx512 {
         unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) }
     }
 
-    /// `dst[i] = row . acts[i]` for Q8_0 weights, `dst.len()` (1 to 8) rows of `nb`
-    /// blocks.
+    /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . acts[i]` for the `len`
+    /// weight rows of `w` and 1 to 8 activation rows.
     ///
     /// # Safety
-    /// The CPU has the features above; `acts` holds `dst.len()` rows of `nb` blocks and
-    /// `row` at least `nb` blocks.
+    /// The CPU has the features above; `acts` holds `out.len() / len` rows of `nb`
+    /// blocks.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q8(row: &[BlockQ8], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        by_rows!(q8_rows, row, acts, nb, dst)
+    pub unsafe fn dot_q8(w: &[BlockQ8], acts: &[ActBlock], nb: usize, out: &mut [f32]) {
+        by_rows!(q8_rows, w, acts, nb, out)
     }
 
     /// The same for Q4_1 weights.
@@ -620,8 +907,8 @@ mod avx512 {
     /// # Safety
     /// As [`dot_q8`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q41(row: &[BlockQ41], acts: &[ActBlock], nb: usize, dst: &mut [f32]) {
-        by_rows!(q41_rows, row, acts, nb, dst)
+    pub unsafe fn dot_q41(w: &[BlockQ41], acts: &[ActBlock], nb: usize, out: &mut [f32]) {
+        by_rows!(q41_rows, w, acts, nb, out)
     }
 
     /// Q8_0: `|w|` unsigned against `x` with `w`'s sign (as the 256-bit kernels'
@@ -886,6 +1173,72 @@ mod tests {
                 if let Some(first) = simd.first() {
                     for (a, b) in scalar.iter().zip(first) {
                         assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{a} vs {b}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_vector_quantisation_gives_the_scalar_blocks() {
+        let mut next = lcg(11);
+        let mut blocks: Vec<Vec<f32>> = (0..200)
+            .map(|b| {
+                // Magnitudes from 1e-30 to 1e30, halves that round to even, zeros.
+                let scale = 10f32.powi(b % 61 - 30);
+                (0..BLOCK)
+                    .map(|_| match next() % 9 {
+                        0 => 0.0,
+                        1 => (next() % 255 - 127) as f32 + 0.5,
+                        _ => (next() % 20001 - 10000) as f32 / 10000.0 * scale,
+                    })
+                    .collect()
+            })
+            .collect();
+        blocks.push(vec![0.0; BLOCK]);
+        let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+        for (i, v) in special.into_iter().enumerate() {
+            let mut b = vec![1.5; BLOCK];
+            b[i * 7] = v;
+            blocks.push(b);
+        }
+        if !has_avx2() {
+            println!("no AVX2 here: quantize_block_avx2 is quantize_block");
+        }
+        for b in &blocks {
+            let (want, got) = (quantize_block(b), quantize_block_avx2(b));
+            assert_eq!(want.qs, got.qs, "{b:?}");
+            assert_eq!(want.d.to_bits(), got.d.to_bits(), "{b:?}");
+            assert_eq!(want.s.to_bits(), got.s.to_bits(), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn each_row_of_a_batch_has_the_bits_it_has_alone() {
+        // The 5-8 row kernels sum even and odd blocks in two passes, the 1-4 row ones in
+        // one: a sequence must decode to the same tokens in any batch. 9 and 8 blocks a
+        // row, up to 19 rows (two full passes and a 3-row one).
+        let (raw8, _) = raw_q8(16, 288, 7);
+        let (raw41, _) = raw_q41(16, 288, 8);
+        let (raw41_even, _) = raw_q41(16, 256, 9);
+        let matrices = [
+            QMatrix::from_q8_0(16, 288, &raw8).unwrap(),
+            QMatrix::from_q4_1(16, 288, &raw41).unwrap(),
+            QMatrix::from_q4_1(16, 256, &raw41_even).unwrap(),
+        ];
+        let x: Vec<f32> = (0..19 * 288)
+            .map(|i| ((i * 29 % 89) as f32 - 44.0) / 9.0)
+            .collect();
+        for isa in isas() {
+            for q in &matrices {
+                let (n, k) = (q.rows(), q.cols());
+                let alone: Vec<Vec<f32>> = (0..19)
+                    .map(|r| q.matmul_on(&x[r * k..(r + 1) * k], 1, isa))
+                    .collect();
+                for m in 1..=19 {
+                    let got = q.matmul_on(&x[..m * k], m, isa);
+                    for (r, want) in alone.iter().take(m).enumerate() {
+                        assert_eq!(&got[r * n..(r + 1) * n], &want[..], "{isa:?} m={m} row {r}");
                     }
                 }
             }
