@@ -306,11 +306,14 @@ mod avx2_quantize {
         let nan = v.iter().fold(0, |acc, &v| {
             acc | _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))
         });
-        if nan != 0 || !amax.is_finite() {
+        let d = amax / 127.0;
+        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+        // An infinite `id` (a block of values below ~1e-36) makes infinite products,
+        // which the scalar cast saturates and the conversion does not.
+        if nan != 0 || !amax.is_finite() || !id.is_finite() {
             return None;
         }
-        let d = amax / 127.0;
-        let id = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        let id = _mm256_set1_ps(id);
         let q = v.map(|v| _mm256_cvtps_epi32(_mm256_mul_ps(v, id)));
         // |v * id| <= 127 (rounded): the packs never saturate, so the sum of the i32s is
         // the sum of the bytes.
@@ -1196,6 +1199,8 @@ mod tests {
             })
             .collect();
         blocks.push(vec![0.0; BLOCK]);
+        // Values so small that 127 / max overflows.
+        blocks.push((0..BLOCK).map(|i| i as f32 * 1e-40).collect());
         let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
         for (i, v) in special.into_iter().enumerate() {
             let mut b = vec![1.5; BLOCK];
