@@ -5,7 +5,7 @@
 use crate::common;
 
 use credence_worker::embed::{
-    load_encoder, Backend, BertEncoder, Encoder, EncoderOptions, Pooling,
+    load_encoder, Backend, BertEncoder, Encoder, EncoderOptions, Pooling, Precision,
 };
 use serde::Deserialize;
 
@@ -99,6 +99,62 @@ fn native_and_candle_passes_agree_to_float_rounding() {
         texts.len()
     );
     assert!(worst <= 1e-5, "native and candle differ by {worst}");
+}
+
+#[test]
+fn bf16_products_keep_cosine_above_0_9999_and_batch_invariance() {
+    let Some(folder) = common::require(
+        common::models_dir().join("all-MiniLM-L6-v2"),
+        "all-MiniLM-L6-v2 weights",
+    ) else {
+        return;
+    };
+    let load = |batch_size| {
+        let options = EncoderOptions {
+            batch_size,
+            precision: Precision::Bf16,
+            ..EncoderOptions::default()
+        };
+        load_encoder("all-MiniLM-L6-v2", Some(&folder), options)
+    };
+    #[cfg(target_arch = "x86_64")]
+    let runs = std::arch::is_x86_feature_detected!("avx512bf16")
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let runs = false;
+    if !runs {
+        let err = load(32)
+            .err()
+            .expect("bf16 on a CPU without AVX-512 BF16")
+            .to_string();
+        assert!(err.contains("AVX-512 BF16"), "{err}");
+        println!("no AVX-512 BF16 here: only the refusal is tested");
+        return;
+    }
+    let (Some(f32_encoder), Some(goldens)) = (minilm_on(32, Backend::Native), goldens()) else {
+        return;
+    };
+    let mut bf16 = load(1).expect("loading MiniLM with bf16 products");
+    assert_eq!(bf16.backend(), Backend::Native);
+    assert_ne!(bf16.fingerprint(), f32_encoder.fingerprint());
+    let texts: Vec<&str> = goldens.iter().map(|g| g.text.as_str()).collect();
+    let exact = f32_encoder.encode(&texts).unwrap();
+    let rounded = bf16.encode(&texts).unwrap();
+    let (mut worst, mut worst_golden) = (f64::INFINITY, f64::INFINITY);
+    for ((x, y), g) in exact.iter().zip(&rounded).zip(&goldens) {
+        assert_ne!(x, y, "golden {}: bf16 products changed nothing", g.id);
+        worst = worst.min(cosine(x, y));
+        worst_golden = worst_golden.min(cosine(y, &g.embedding));
+    }
+    eprintln!("lowest cosine bf16 to f32: {worst:.8}; to golden: {worst_golden:.8}");
+    assert!(worst >= 0.9999, "bf16 vs f32: cosine {worst}");
+    assert!(
+        worst_golden >= 0.9999,
+        "bf16 vs golden: cosine {worst_golden}"
+    );
+    check_batch_invariance(&mut bf16, &goldens);
 }
 
 fn check_goldens(encoder: &BertEncoder, goldens: &[Golden]) {

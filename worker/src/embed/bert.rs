@@ -37,12 +37,13 @@ const FINGERPRINT_VERSION: &str = "credence-encoder-3";
 /// Numeric precision of the weights and activations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Precision {
-    /// 32-bit floats (the only choice on CPU).
+    /// 32-bit floats.
     #[default]
     F32,
     /// 16-bit floats (CUDA).
     F16,
-    /// bfloat16 (CUDA).
+    /// bfloat16: on CUDA weights and activations; on a CPU with AVX-512 BF16 the native
+    /// pass's dense products (inputs rounded to bfloat16, sums and all else in f32).
     Bf16,
 }
 
@@ -105,7 +106,8 @@ pub struct EncoderOptions {
     pub batch_size: usize,
     /// Where the model runs.
     pub device: Device,
-    /// Weight and activation precision; half precision needs CUDA.
+    /// Weight and activation precision; f16 needs CUDA, bf16 CUDA or a CPU with AVX-512
+    /// BF16 (the native backend).
     pub precision: Precision,
     /// Which implementation runs the forward pass.
     pub backend: Backend,
@@ -179,10 +181,18 @@ impl BertEncoder {
                 message: "batch size must be at least 1".into(),
             });
         }
-        if options.precision != Precision::F32 && !options.device.is_cuda() {
+        // bf16 on a CPU: the native pass's products only, where AVX-512 BF16 runs them.
+        let cpu_bf16 = options.device.is_cpu() && options.precision == Precision::Bf16;
+        let cpu_bf16_runs =
+            native::supported() && native::supports_bf16() && options.backend != Backend::Candle;
+        if options.precision != Precision::F32
+            && !options.device.is_cuda()
+            && !(cpu_bf16 && cpu_bf16_runs)
+        {
             return Err(EmbedError::Device {
                 message: format!(
-                    "{} precision needs a CUDA device; the CPU runs f32",
+                    "{} precision needs a CUDA device (bf16 also runs on a CPU with AVX-512 \
+                     BF16, with the native or auto backend); this CPU runs f32",
                     options.precision.as_str()
                 ),
             });
@@ -210,7 +220,12 @@ impl BertEncoder {
         let tokenizer_path = folder.join("tokenizer.json");
         let tokenizer = load_tokenizer(&tokenizer_path, settings.max_len)?;
 
-        let dtype = options.precision.dtype();
+        // The native pass converts f32 weights itself.
+        let dtype = if cpu_bf16 {
+            DType::F32
+        } else {
+            options.precision.dtype()
+        };
         let safetensors = folder.join("model.safetensors");
         let pth = folder.join("pytorch_model.bin");
         let (weights_sha, vb) = if safetensors.is_file() {
@@ -249,8 +264,9 @@ impl BertEncoder {
                 source,
             }
         })?;
-        let native_fits =
-            options.device.is_cpu() && options.precision == Precision::F32 && native::supported();
+        let native_fits = options.device.is_cpu()
+            && native::supported()
+            && (options.precision == Precision::F32 || cpu_bf16);
         let model = match options.backend {
             Backend::Candle => Forward::Candle(model),
             Backend::Auto if !native_fits => Forward::Candle(model),
@@ -262,7 +278,7 @@ impl BertEncoder {
                 })
             }
             Backend::Auto | Backend::Native => {
-                Forward::Native(NativeBert::from_candle(&model).map_err(|source| {
+                Forward::Native(NativeBert::from_candle(&model, cpu_bf16).map_err(|source| {
                     EmbedError::Weights {
                         path: weights_path,
                         source,
@@ -273,6 +289,7 @@ impl BertEncoder {
         // What made a vector beyond the weights: the pass, and for candle its attention
         // and precision where they are not the CPU's (per sequence, f32).
         let backend = match &model {
+            Forward::Native(_) if cpu_bf16 => "native-bf16-products".to_string(),
             Forward::Native(_) => "native-avx2-fma".to_string(),
             Forward::Candle(m) => {
                 let mut name = "candle".to_string();

@@ -33,6 +33,11 @@ pub(crate) fn supported() -> bool {
     gemm::supported()
 }
 
+/// Whether this CPU can run the native pass with bfloat16 products (AVX-512 BF16).
+pub(crate) fn supports_bf16() -> bool {
+    gemm::has_bf16()
+}
+
 /// Layer-norm parameters.
 struct Norm {
     weight: Vec<f32>,
@@ -67,10 +72,15 @@ struct Layer {
     output_norm: Norm,
 }
 
-fn pack(weight_t: &Tensor, bias: &Tensor) -> Result<PackedWeights> {
+fn pack(weight_t: &Tensor, bias: &Tensor, bf16: bool) -> Result<PackedWeights> {
     let (k, n) = weight_t.dims2()?;
     let values = weight_t.flatten_all()?.to_vec1::<f32>()?;
-    Ok(PackedWeights::new(&values, k, n, bias.to_vec1::<f32>()?))
+    let bias = bias.to_vec1::<f32>()?;
+    Ok(if bf16 {
+        PackedWeights::new_bf16(&values, k, n, bias)
+    } else {
+        PackedWeights::new(&values, k, n, bias)
+    })
 }
 
 /// A BERT encoder whose forward pass runs on the native CPU kernels.
@@ -87,21 +97,26 @@ pub(crate) struct NativeBert {
 }
 
 impl NativeBert {
-    /// Copies and packs the weights of a loaded candle model (f32, any device).
-    pub(crate) fn from_candle(model: &PackedBert) -> Result<Self> {
+    /// Copies and packs the weights of a loaded candle model (f32, any device); with
+    /// `bf16` the dense layers' products round their inputs to bfloat16 (AVX-512 BF16),
+    /// all else stays f32.
+    pub(crate) fn from_candle(model: &PackedBert, bf16: bool) -> Result<Self> {
         if !supported() {
             candle_core::bail!("the native encoder needs an x86-64 CPU with AVX2 and FMA");
+        }
+        if bf16 && !supports_bf16() {
+            candle_core::bail!("bfloat16 products need an x86-64 CPU with AVX-512 BF16");
         }
         let layers = model
             .layers
             .iter()
             .map(|l| {
                 Ok(Layer {
-                    qkv: pack(&l.qkv.weight_t, &l.qkv.bias)?,
-                    attention_out: pack(&l.attention_out.weight_t, &l.attention_out.bias)?,
+                    qkv: pack(&l.qkv.weight_t, &l.qkv.bias, bf16)?,
+                    attention_out: pack(&l.attention_out.weight_t, &l.attention_out.bias, bf16)?,
                     attention_norm: Norm::from_candle(&l.attention_norm)?,
-                    intermediate: pack(&l.intermediate.weight_t, &l.intermediate.bias)?,
-                    output: pack(&l.output.weight_t, &l.output.bias)?,
+                    intermediate: pack(&l.intermediate.weight_t, &l.intermediate.bias, bf16)?,
+                    output: pack(&l.output.weight_t, &l.output.bias, bf16)?,
                     output_norm: Norm::from_candle(&l.output_norm)?,
                 })
             })
