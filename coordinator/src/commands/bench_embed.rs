@@ -29,7 +29,9 @@ pub struct BenchEmbedArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// f32, f16 or bf16 (half precision on CUDA only).
+    /// f32, f16 or bf16. f16 runs on CUDA only; bf16 on CUDA, or on a CPU with AVX-512
+    /// BF16 as the native pass's products in bfloat16 (cosine >= 0.9999 to f32; a
+    /// different encoder fingerprint).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: Precision,
     /// auto, native or candle (as for `credence embed`).

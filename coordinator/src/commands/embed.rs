@@ -28,7 +28,9 @@ pub struct EmbedArgs {
     /// cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// f32, f16 or bf16 (half precision on CUDA only).
+    /// f32, f16 or bf16. f16 runs on CUDA only; bf16 on CUDA, or on a CPU with AVX-512
+    /// BF16 as the native pass's products in bfloat16 (cosine >= 0.9999 to f32; a
+    /// different encoder fingerprint).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: Precision,
     /// auto (native CPU kernels where the CPU has AVX2 and FMA, else candle), native or
