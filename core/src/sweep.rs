@@ -11,6 +11,7 @@
 //!
 //! [encoder]            # optional: Semantic-F1 and RR need it
 //! preset = "all-MiniLM-L6-v2"
+//! # precision = "bf16" # products in bfloat16 on a CPU with AVX-512 BF16 (default f32)
 //!
 //! [[models]]
 //! name = "oracle"
@@ -392,6 +393,18 @@ pub struct EncoderSpec {
     pub path: Option<PathBuf>,
     /// Encoding batch size.
     pub batch_size: u32,
+    /// `bf16`: the encoder's dense products in bfloat16 (a CPU with AVX-512 BF16; a
+    /// different encoder fingerprint). `None` is f32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<EncoderPrecision>,
+}
+
+/// A sweep encoder's reduced precision ([`EncoderSpec::precision`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncoderPrecision {
+    /// bfloat16 products, f32 sums.
+    Bf16,
 }
 
 /// A dataset of the sweep.
@@ -542,6 +555,7 @@ struct RawEncoder {
     preset: Option<Spanned<String>>,
     path: Option<Spanned<String>>,
     batch_size: Option<Spanned<i64>>,
+    precision: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -691,6 +705,19 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
                 batch_size: match enc.batch_size {
                     None => 64,
                     Some(b) => v.positive(&b, "batch_size", 4096)?,
+                },
+                precision: match enc.precision {
+                    None => None,
+                    Some(p) => match p.get_ref().as_str() {
+                        "f32" => None,
+                        "bf16" => Some(EncoderPrecision::Bf16),
+                        other => {
+                            return Err(v.err(
+                                p.span(),
+                                format!("unknown encoder precision {other:?}; expected f32, bf16"),
+                            ))
+                        }
+                    },
                 },
             })
         }

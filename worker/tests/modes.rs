@@ -41,6 +41,7 @@ fn scorer(keep_if_not_worse: bool) -> Option<Scorer> {
                 preset: "all-MiniLM-L6-v2".into(),
                 path: Some(minilm),
                 batch_size: 32,
+                precision: None,
             }),
             &settings,
         )

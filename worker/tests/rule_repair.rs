@@ -215,6 +215,7 @@ mod tier {
                 preset: "all-MiniLM-L6-v2".into(),
                 path: Some(encoder),
                 batch_size: 64,
+                precision: None,
             }),
             &VerifierSettings::default(),
         )

@@ -72,6 +72,7 @@ async fn one_rule_pass_never_worsens_n_viol_duplicates_or_epr() {
             preset: "all-MiniLM-L6-v2".into(),
             path: Some(minilm),
             batch_size: 64,
+            precision: None,
         }),
         &VerifierSettings::default(),
     )

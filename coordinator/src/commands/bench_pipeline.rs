@@ -4,7 +4,7 @@
 
 use clap::Args;
 use credence::scoring_bench::{self, ScoringBenchOptions};
-use credence_core::sweep::{EncoderSpec, NlpSpec};
+use credence_core::sweep::{EncoderPrecision, EncoderSpec, NlpSpec};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,6 +30,10 @@ pub struct BenchPipelineArgs {
     /// Skip the embedding metrics.
     #[arg(long)]
     no_encoder: bool,
+    /// f32 or bf16 (the encoder's products in bfloat16, on a CPU with AVX-512 BF16), as
+    /// a sweep's `[encoder] precision`.
+    #[arg(long, default_value = "f32", value_parser = ["f32", "bf16"])]
+    encoder_precision: String,
     /// The en_core_web_sm folder (default models/en_core_web_sm).
     #[arg(long)]
     nlp: Option<PathBuf>,
@@ -45,6 +49,7 @@ pub fn run(args: BenchPipelineArgs) -> anyhow::Result<ExitCode> {
             preset: args.encoder,
             path: None,
             batch_size: 64,
+            precision: (args.encoder_precision == "bf16").then_some(EncoderPrecision::Bf16),
         }),
         nlp: NlpSpec { path: args.nlp },
     };

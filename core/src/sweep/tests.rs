@@ -63,6 +63,36 @@ fn valid_sweep_is_typed_with_defaults() {
 }
 
 #[test]
+fn the_encoder_precision_is_f32_unless_bf16_is_asked() {
+    assert_eq!(parse_str(GOOD).unwrap().encoder.unwrap().precision, None);
+    let with = |p: &str| {
+        GOOD.replace(
+            "preset = \"all-MiniLM-L6-v2\"",
+            &format!("preset = \"all-MiniLM-L6-v2\"\nprecision = \"{p}\""),
+        )
+    };
+    let bf16 = parse_str(&with("bf16")).unwrap();
+    assert_eq!(
+        bf16.encoder.as_ref().unwrap().precision,
+        Some(EncoderPrecision::Bf16)
+    );
+    assert_eq!(
+        parse_str(&with("f32")).unwrap().encoder.unwrap().precision,
+        None
+    );
+    // The field is left out of a f32 sweep's JSON, so its recorded form is unchanged.
+    let plain = serde_json::to_string(&parse_str(GOOD).unwrap()).unwrap();
+    assert!(!plain.contains("precision"), "{plain}");
+    let json = serde_json::to_string(&bf16).unwrap();
+    assert!(json.contains(r#""precision":"bf16""#), "{json}");
+    assert_eq!(serde_json::from_str::<SweepSpec>(&json).unwrap(), bf16);
+    assert_eq!(
+        err(&with("f16")),
+        r#"sweeps/x.toml:8:13: unknown encoder precision "f16"; expected f32, bf16"#
+    );
+}
+
+#[test]
 fn unknown_mode_names_line_column_and_choices() {
     let text = GOOD.replace(r#""self_repair", "all""#, r#""self_repair", "fix""#);
     assert_eq!(

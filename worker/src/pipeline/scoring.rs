@@ -5,7 +5,7 @@
 //! n_viol, RR, verify_ok, self-containment, MC). What is computed needs no store: the
 //! cache comes in as a narrow trait object.
 
-use crate::embed::{self, CachedEncoder, EmbedError, EncoderOptions};
+use crate::embed::{self, CachedEncoder, EmbedError, EncoderOptions, Precision};
 use crate::pipeline::repair::{RepairError, RepairTools, RuleRepair, RuleRepairConfig};
 use crate::pipeline::verify::{Verifier, VerifierConfig, VerifierReport};
 use credence_core::domain::ExampleMetrics;
@@ -14,7 +14,7 @@ use credence_core::matching::semantic::{
     semantic_f1, semantic_f1_hungarian, semantic_f1_tanimoto, semantic_f1_thresholded, CosineMatrix,
 };
 use credence_core::matching::soft_f1::{jaccard_f1, SoftF1};
-use credence_core::sweep::{EncoderSpec, NlpSpec, VerifierSettings};
+use credence_core::sweep::{EncoderPrecision, EncoderSpec, NlpSpec, VerifierSettings};
 use credence_core::{Claim, Example};
 use credence_infra::cache::EmbeddingCache;
 use credence_nlp::{Doc, Nlp, NlpError};
@@ -136,6 +136,7 @@ impl Scorer {
             preset: preset.to_string(),
             path: None,
             batch_size: 64,
+            precision: None,
         });
         Scorer::load(&NlpSpec::default(), encoder.as_ref(), settings)
     }
@@ -156,6 +157,10 @@ impl Scorer {
             Some(spec) => {
                 let options = EncoderOptions {
                     batch_size: spec.batch_size as usize,
+                    precision: match spec.precision {
+                        None => Precision::F32,
+                        Some(EncoderPrecision::Bf16) => Precision::Bf16,
+                    },
                     ..EncoderOptions::default()
                 };
                 let encoder = embed::load_encoder(&spec.preset, spec.path.as_deref(), options)
