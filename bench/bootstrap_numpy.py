@@ -125,7 +125,8 @@ def check(args):
                 worst[f"ci_{name}"] = max(worst[f"ci_{name}"], abs(ci[0] - lo), abs(ci[1] - hi))
                 worst[f"p_{name}"] = max(worst[f"p_{name}"], abs(two_sided(d) - p))
             counts["comparisons"] += 1
-    ok = worst["ci_same"] <= 0.002 and worst["p_same"] <= 0.01
+    # NumPy comparisons give numpy.bool_, which json cannot write.
+    ok = bool(worst["ci_same"] <= 0.002 and worst["p_same"] <= 0.01)
     print(json.dumps({"rows": counts, "max_abs_diff": worst, "agree": ok}))
     return 0 if ok else 1
 

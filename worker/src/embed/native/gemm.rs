@@ -301,50 +301,48 @@ trait Tile {
     );
 }
 
-/// One block of at most [`MC`] rows on the AVX2 kernel.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_block(
-    a: &[f32],
-    rows: usize,
-    w: &PackedWeights,
-    panels: &[f32],
-    residual: Option<&[f32]>,
-    epilogue: Epilogue,
-    c: &mut [f32],
-) {
-    block_product::<Avx2>(a, rows, w, panels, residual, epilogue, c)
+/// `unsafe fn $name(...)`: [`block_product`] on the kernel `$tile` (packed values
+/// `$elem`), compiled with the kernel's features.
+macro_rules! block_on {
+    ($name:ident, $features:literal, $tile:ty, $elem:ty, $doc:literal) => {
+        #[doc = $doc]
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            a: &[f32],
+            rows: usize,
+            w: &PackedWeights,
+            panels: &[$elem],
+            residual: Option<&[f32]>,
+            epilogue: Epilogue,
+            c: &mut [f32],
+        ) {
+            block_product::<$tile>(a, rows, w, panels, residual, epilogue, c)
+        }
+    };
 }
 
-/// One block of at most [`MC`] rows on the AVX-512 kernel.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f")]
-unsafe fn avx512_block(
-    a: &[f32],
-    rows: usize,
-    w: &PackedWeights,
-    panels: &[f32],
-    residual: Option<&[f32]>,
-    epilogue: Epilogue,
-    c: &mut [f32],
-) {
-    block_product::<Avx512>(a, rows, w, panels, residual, epilogue, c)
-}
-
-/// One block of at most [`MC`] rows on the AVX-512 BF16 kernel.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bf16")]
-unsafe fn bf16_block(
-    a: &[f32],
-    rows: usize,
-    w: &PackedWeights,
-    panels: &[u32],
-    residual: Option<&[f32]>,
-    epilogue: Epilogue,
-    c: &mut [f32],
-) {
-    block_product::<Bf16>(a, rows, w, panels, residual, epilogue, c)
-}
+block_on!(
+    avx2_block,
+    "avx2,fma",
+    Avx2,
+    f32,
+    "One block of at most [`MC`] rows on the AVX2 kernel."
+);
+block_on!(
+    avx512_block,
+    "avx2,fma,avx512f",
+    Avx512,
+    f32,
+    "One block of at most [`MC`] rows on the AVX-512 kernel."
+);
+block_on!(
+    bf16_block,
+    "avx2,fma,avx512f,avx512bf16",
+    Bf16,
+    u32,
+    "One block of at most [`MC`] rows on the AVX-512 BF16 kernel."
+);
 
 /// Every depth slice, every group of `K::PANELS` weight panels, every `K::MR`-row tile of
 /// one block of at most [`MC`] rows. Inlined into the callers above, which enable the
@@ -562,6 +560,51 @@ unsafe fn kernel_6x16(
     }
 }
 
+/// The accumulators of a 12-row AVX-512 tile: zero, or with `accumulate` `C`'s values.
+///
+/// # Safety
+/// `c` holds 12 rows of `16 * P` floats at stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[inline]
+unsafe fn tile_start<const P: usize>(
+    c: *const f32,
+    ldc: usize,
+    accumulate: bool,
+) -> [[std::arch::x86_64::__m512; P]; 12] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); P]; 12];
+    if accumulate {
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                // SAFETY: within the tile, as the caller promises.
+                *v = unsafe { _mm512_loadu_ps(c.add(r * ldc + j * NR)) };
+            }
+        }
+    }
+    acc
+}
+
+/// Stores a 12-row AVX-512 tile's accumulators into `C`.
+///
+/// # Safety
+/// As [`tile_start`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[inline]
+unsafe fn tile_store<const P: usize>(
+    acc: &[[std::arch::x86_64::__m512; P]; 12],
+    c: *mut f32,
+    ldc: usize,
+) {
+    for (r, row) in acc.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            // SAFETY: within the tile, as the caller promises.
+            unsafe { std::arch::x86_64::_mm512_storeu_ps(c.add(r * ldc + j * NR), *v) };
+        }
+    }
+}
+
 /// The AVX-512 kernel: 12 rows, two panels (one 16-lane vector a panel and row).
 struct Avx512;
 
@@ -616,14 +659,7 @@ unsafe fn kernel_12xp<const P: usize>(
     // from `b` at stride `panel`, and `c` with 12 rows of 16*P at stride `ldc`.
     unsafe {
         // Up to twenty-four accumulators of the thirty-two registers.
-        let mut acc = [[_mm512_setzero_ps(); P]; 12];
-        if accumulate {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = _mm512_loadu_ps(c.add(r * ldc + j * NR));
-                }
-            }
-        }
+        let mut acc = tile_start::<P>(c, ldc, accumulate);
         let mut ap = a;
         for kk in 0..kc {
             let mut bv = [_mm512_setzero_ps(); P];
@@ -638,11 +674,7 @@ unsafe fn kernel_12xp<const P: usize>(
             }
             ap = ap.add(12);
         }
-        for (r, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                _mm512_storeu_ps(c.add(r * ldc + j * NR), *v);
-            }
-        }
+        tile_store(&acc, c, ldc);
     }
 }
 
@@ -700,14 +732,7 @@ unsafe fn kernel_bf16_12xp<const P: usize>(
     // steps*16 pairs from `b` at stride `panel`, and `c` with 12 rows of 16*P at stride
     // `ldc`. A register of 16 pairs is a register of 32 bfloat16 (the transmutes).
     unsafe {
-        let mut acc = [[_mm512_setzero_ps(); P]; 12];
-        if accumulate {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = _mm512_loadu_ps(c.add(r * ldc + j * NR));
-                }
-            }
-        }
+        let mut acc = tile_start::<P>(c, ldc, accumulate);
         let mut ap = a;
         for step in 0..steps {
             let mut bv = [std::mem::transmute::<__m512i, __m512bh>(_mm512_setzero_si512()); P];
@@ -725,11 +750,7 @@ unsafe fn kernel_bf16_12xp<const P: usize>(
             }
             ap = ap.add(12);
         }
-        for (r, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                _mm512_storeu_ps(c.add(r * ldc + j * NR), *v);
-            }
-        }
+        tile_store(&acc, c, ldc);
     }
 }
 

@@ -228,10 +228,10 @@ impl QMatrix {
 }
 
 /// The [`Panel`]s of the activations, pass after pass (8 rows a pass), `nb` a pass; empty
-/// where the 256-bit kernels of 5 to 8 rows do not run (fewer than 5 rows, or another
-/// instruction set).
+/// where the kernels of 5 to 8 rows do not run (fewer than 5 rows, or the portable
+/// code).
 fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
-    if !matches!(isa, Isa::Avx2 | Isa::AvxVnni) || m < 5 {
+    if isa == Isa::Scalar || m < 5 {
         return Vec::new();
     }
     let empty = Panel {
@@ -480,7 +480,7 @@ fn dot_q8(
     match isa {
         Isa::Avx2 => return unsafe { avx2::dot_q8(w, acts, panels, nb, out) },
         Isa::AvxVnni => return unsafe { avxvnni::dot_q8(w, acts, panels, nb, out) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, acts, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, acts, panels, nb, out) },
         Isa::Scalar => {}
     }
     let _ = (isa, panels);
@@ -510,7 +510,7 @@ fn dot_q41(
     match isa {
         Isa::Avx2 => return unsafe { avx2::dot_q41(w, acts, panels, nb, out) },
         Isa::AvxVnni => return unsafe { avxvnni::dot_q41(w, acts, panels, nb, out) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, acts, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, acts, panels, nb, out) },
         Isa::Scalar => {}
     }
     let _ = (isa, panels);
@@ -731,23 +731,37 @@ macro_rules! x86_kernels {
                         }
                     }
                     *half = acc;
-                    // The minimum's sums in a loop of their own (in the one above, their
-                    // register and the minimum's broadcast spilled two accumulators):
-                    // m * s_x, then the add, the 1-4 row kernels' two roundings.
-                    let mut m = _mm256_setzero_ps();
-                    for b in (parity..nb).step_by(2) {
-                        // SAFETY: as above.
-                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
-                        // SAFETY: as above.
-                        let s = unsafe { _mm256_load_ps(p.s.as_ptr()) };
-                        m = _mm256_add_ps(m, _mm256_mul_ps(_mm256_set1_ps(f16x2(w.m, 0).0), s));
-                    }
-                    // SAFETY: 8 floats.
-                    unsafe { _mm256_storeu_ps(mins.as_mut_ptr(), m) };
+                    *mins = q41_mins(row, panels, nb, parity);
                 }
                 for i in 0..R {
                     dst[i] = hsum(_mm256_add_ps(halves[0][i], halves[1][i])) + mins[0][i] + mins[1][i];
                 }
+            }
+
+            /// The minimum's sums of the 8 rows of a pass over the blocks of one parity,
+            /// in a loop of their own (in the products' loop, their register and the
+            /// minimum's broadcast spilled two accumulators): m * s_x, then the add, the
+            /// 1-4 row kernels' two roundings.
+            #[target_feature(enable = $features)]
+            pub(super) fn q41_mins(
+                row: &[BlockQ41],
+                panels: &[Panel],
+                nb: usize,
+                parity: usize,
+            ) -> [f32; 8] {
+                assert!(row.len() >= nb && panels.len() >= nb);
+                let mut m = _mm256_setzero_ps();
+                for b in (parity..nb).step_by(2) {
+                    // SAFETY: b < nb, within both (asserted above).
+                    let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
+                    // SAFETY: a panel is 32-byte aligned, and so are its sums.
+                    let s = unsafe { _mm256_load_ps(p.s.as_ptr()) };
+                    m = _mm256_add_ps(m, _mm256_mul_ps(_mm256_set1_ps(f16x2(w.m, 0).0), s));
+                }
+                let mut out = [0f32; 8];
+                // SAFETY: 8 floats.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), m) };
+                out
             }
 
             #[target_feature(enable = $features)]
@@ -832,16 +846,17 @@ x86_kernels!(
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     // The AVX2 module's horizontal sum and f16 pair (its features are a subset of these).
-    use super::avx2::{f16x2, hsum};
-    use super::{ActBlock, BlockQ41, BlockQ8};
+    use super::avx2::{f16x2, hsum, q41_mins};
+    use super::{ActBlock, BlockQ41, BlockQ8, Panel};
     use std::arch::x86_64::*;
 
     /// [`super::dot_q8`]'s loop over the weight rows of `$w` with `kernel::<R>`, R the
     /// number of activation rows (1 to 8): the accumulators of a const number of rows
     /// stay in registers.
     macro_rules! by_rows {
-        ($kernel:ident, $w:expr, $acts:expr, $nb:expr, $out:expr) => {{
+        ($kernel:ident, $panel:ident, $w:expr, $acts:expr, $panels:expr, $nb:expr, $out:expr) => {{
             let (w, acts, nb, out) = ($w, $acts, $nb, $out);
+            let p = $panels.unwrap_or(&[]);
             // SAFETY (each): as the caller of the dispatching function promises.
             match out.len() / (w.len() / nb).max(1) {
                 1 => super::each_row(w, nb, out, |row, dst| unsafe {
@@ -856,18 +871,10 @@ mod avx512 {
                 4 => super::each_row(w, nb, out, |row, dst| unsafe {
                     $kernel::<4>(row, acts, nb, dst)
                 }),
-                5 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<5>(row, acts, nb, dst)
-                }),
-                6 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<6>(row, acts, nb, dst)
-                }),
-                7 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<7>(row, acts, nb, dst)
-                }),
-                _ => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<8>(row, acts, nb, dst)
-                }),
+                5 => super::each_row(w, nb, out, |row, dst| $panel::<5>(row, p, nb, dst)),
+                6 => super::each_row(w, nb, out, |row, dst| $panel::<6>(row, p, nb, dst)),
+                7 => super::each_row(w, nb, out, |row, dst| $panel::<7>(row, p, nb, dst)),
+                _ => super::each_row(w, nb, out, |row, dst| $panel::<8>(row, p, nb, dst)),
             }
         }};
     }
@@ -901,8 +908,14 @@ mod avx512 {
     /// The CPU has the features above; `acts` holds `out.len() / len` rows of `nb`
     /// blocks.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q8(w: &[BlockQ8], acts: &[ActBlock], nb: usize, out: &mut [f32]) {
-        by_rows!(q8_rows, w, acts, nb, out)
+    pub unsafe fn dot_q8(
+        w: &[BlockQ8],
+        acts: &[ActBlock],
+        panels: Option<&[Panel]>,
+        nb: usize,
+        out: &mut [f32],
+    ) {
+        by_rows!(q8_rows, q8_panel, w, acts, panels, nb, out)
     }
 
     /// The same for Q4_1 weights.
@@ -910,8 +923,14 @@ mod avx512 {
     /// # Safety
     /// As [`dot_q8`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q41(w: &[BlockQ41], acts: &[ActBlock], nb: usize, out: &mut [f32]) {
-        by_rows!(q41_rows, w, acts, nb, out)
+    pub unsafe fn dot_q41(
+        w: &[BlockQ41],
+        acts: &[ActBlock],
+        panels: Option<&[Panel]>,
+        nb: usize,
+        out: &mut [f32],
+    ) {
+        by_rows!(q41_rows, q41_panel, w, acts, panels, nb, out)
     }
 
     /// Q8_0: `|w|` unsigned against `x` with `w`'s sign (as the 256-bit kernels'
@@ -981,15 +1000,7 @@ mod avx512 {
         nb: usize,
         dst: &mut [f32],
     ) {
-        let low = _mm_set1_epi8(0x0f);
-        // The 32 nibbles of a block in element order (low nibbles are elements 0-15).
-        let unpack = |w: &BlockQ41| {
-            // SAFETY: a block holds 16 bytes of nibbles.
-            let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
-            let lo = _mm_and_si128(packed, low);
-            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
-            _mm256_set_m128i(hi, lo)
-        };
+        let unpack = unpack_q41;
         let mut acc = [_mm512_setzero_ps(); R];
         let mut mins_even = [0f32; R];
         let mut mins_odd = [0f32; R];
@@ -1031,6 +1042,158 @@ mod avx512 {
             );
             dst[i] = hsum(_mm256_add_ps(even, odd)) + mins_even[i] + mins_odd[i];
         }
+    }
+
+    /// Row `i` of the panels of blocks `b` and `b + 1`: the two blocks' 64 quantised
+    /// values and their scales (each in 8 lanes), as one register each.
+    ///
+    /// # Safety
+    /// The features above.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    unsafe fn panel_pair(p0: &Panel, p1: &Panel, i: usize) -> (__m512i, __m512) {
+        // SAFETY: a panel is 32-byte aligned, and so are its rows of 32 bytes and of 8
+        // floats.
+        unsafe {
+            (
+                join(
+                    _mm256_load_si256(p0.qs[i].as_ptr().cast()),
+                    _mm256_load_si256(p1.qs[i].as_ptr().cast()),
+                ),
+                _mm512_insertf32x8(
+                    _mm512_castps256_ps512(_mm256_load_ps(p0.d[i].as_ptr())),
+                    _mm256_load_ps(p1.d[i].as_ptr()),
+                    1,
+                ),
+            )
+        }
+    }
+
+    /// The panels' kernels of 5 to 8 rows: the 256-bit panel kernels' two passes (even
+    /// blocks, odd blocks) in one, the even block of each pair in the low half of the
+    /// accumulators and the odd one in the high half, each lane the same operations in
+    /// the same order (`d * d_x`, then the fused multiply-add): the same bits. `$setup`
+    /// prepares a pair's weights `$w0`, `$w1`; `$block` gives the pair's 64 products of
+    /// a row with its values `xv`; `$last` the 32 of a last, unpaired block; `$extra`
+    /// is computed once, and `$finish` gives row `i`'s result from its lane sum `h`.
+    macro_rules! panel_kernel {
+        ($name:ident, $blocks:ty, |$w0:ident, $w1:ident| $setup:block,
+         |$ws:ident, $xv:ident| $block:expr, |$wl:ident, $xl:ident| $last:expr,
+         |$row:ident, $panels:ident, $nb:ident| $extra:expr,
+         |$h:ident, $m:ident, $i:ident| $finish:expr) => {
+            #[target_feature(
+                enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
+            )]
+            fn $name<const R: usize>(
+                $row: &[$blocks],
+                $panels: &[Panel],
+                $nb: usize,
+                dst: &mut [f32],
+            ) {
+                assert!($row.len() >= $nb && $panels.len() >= $nb && dst.len() >= R);
+                let mut acc = [_mm512_setzero_ps(); R];
+                for b in (0..$nb - 1).step_by(2) {
+                    // SAFETY: b + 1 < nb, within both (asserted above).
+                    let ($w0, $w1, p0, p1) = unsafe {
+                        (
+                            $row.get_unchecked(b),
+                            $row.get_unchecked(b + 1),
+                            $panels.get_unchecked(b),
+                            $panels.get_unchecked(b + 1),
+                        )
+                    };
+                    let $ws = $setup;
+                    let (d0, d1) = f16x2($w0.d, $w1.d);
+                    let d = halves(d0, d1);
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: i < 8 rows of a panel.
+                        let ($xv, dx) = unsafe { panel_pair(p0, p1, i) };
+                        let scale = _mm512_mul_ps(d, dx);
+                        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps($block), scale, *acc);
+                    }
+                }
+                if $nb % 2 == 1 {
+                    // SAFETY: nb - 1 < nb.
+                    let ($wl, p) =
+                        unsafe { ($row.get_unchecked($nb - 1), $panels.get_unchecked($nb - 1)) };
+                    let d = _mm256_set1_ps(f16x2($wl.d, 0).0);
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: as in `panel_pair`.
+                        let ($xl, dx) = unsafe {
+                            (
+                                _mm256_load_si256(p.qs[i].as_ptr().cast()),
+                                _mm256_load_ps(p.d[i].as_ptr()),
+                            )
+                        };
+                        let scale = _mm256_mul_ps(d, dx);
+                        let even = _mm512_castps512_ps256(*acc);
+                        let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps($last), scale, even);
+                        *acc = _mm512_insertf32x8(*acc, even, 0);
+                    }
+                }
+                let $m = $extra;
+                for $i in 0..R {
+                    let (even, odd) = (
+                        _mm512_castps512_ps256(acc[$i]),
+                        _mm512_extractf32x8_ps(acc[$i], 1),
+                    );
+                    let $h = hsum(_mm256_add_ps(even, odd));
+                    dst[$i] = $finish;
+                }
+            }
+        };
+    }
+
+    panel_kernel!(
+        q8_panel,
+        BlockQ8,
+        |w0, w1| {
+            // SAFETY: a block holds 32 bytes.
+            let wv = unsafe {
+                join(
+                    _mm256_loadu_si256(w0.qs.as_ptr().cast()),
+                    _mm256_loadu_si256(w1.qs.as_ptr().cast()),
+                )
+            };
+            (_mm512_movepi8_mask(wv), _mm512_abs_epi8(wv))
+        },
+        |ws, xv| {
+            let sx = _mm512_mask_sub_epi8(xv, ws.0, _mm512_setzero_si512(), xv);
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.1, sx)
+        },
+        |wl, xl| {
+            // SAFETY: a block holds 32 bytes.
+            let wv = unsafe { _mm256_loadu_si256(wl.qs.as_ptr().cast()) };
+            _mm256_dpbusd_epi32(
+                _mm256_setzero_si256(),
+                _mm256_sign_epi8(wv, wv),
+                _mm256_sign_epi8(xl, wv),
+            )
+        },
+        |row, panels, nb| (),
+        |h, _m, _i| h
+    );
+
+    panel_kernel!(
+        q41_panel,
+        BlockQ41,
+        |w0, w1| { join(unpack_q41(w0), unpack_q41(w1)) },
+        |ws, xv| _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws, xv),
+        |wl, xl| _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q41(wl), xl),
+        |row, panels, nb| [q41_mins(row, panels, nb, 0), q41_mins(row, panels, nb, 1)],
+        // The 256-bit kernels' order: the lane sum, then the even blocks' minimum, then
+        // the odd blocks'.
+        |h, m, i| h + m[0][i] + m[1][i]
+    );
+
+    /// The 32 nibbles of a Q4_1 block in element order (low nibbles are elements 0-15).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn unpack_q41(w: &BlockQ41) -> __m256i {
+        let low = _mm_set1_epi8(0x0f);
+        // SAFETY: a block holds 16 bytes of nibbles.
+        let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+        let lo = _mm_and_si128(packed, low);
+        let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
+        _mm256_set_m128i(hi, lo)
     }
 }
 
