@@ -17,16 +17,33 @@ pub const BLOCK: usize = 32;
 /// and the odd blocks are summed in two passes (`q41_panel`).
 const ROWS_PER_PASS: usize = 8;
 
-/// One block of up to 8 activation rows as the 256-bit kernels of 5 to 8 rows read it:
-/// each row's 32 quantised values, its scale in all 8 lanes (so that `d * d_x` is one
-/// vector multiply from memory, not a scalar one and a broadcast), and the rows' sums
-/// (for Q4_1's minimum) in one register. Rows past the pass's last are zero.
+/// A pair of blocks (`2q` and `2q + 1`) of up to 8 activation rows as the kernels of 5
+/// to 8 rows read it: each row's 64 quantised values (the even block's 32, then the odd
+/// one's), its scales each in 8 lanes (so that `d * d_x` is one vector multiply from
+/// memory, not a scalar one and a broadcast), and the rows' sums (for Q4_1's minimum)
+/// in one register a block. A 512-bit kernel reads a row's pair in one load, a 256-bit
+/// kernel either half. Rows past the pass's last, and the odd half of a last unpaired
+/// block, are zero.
 #[derive(Clone, Copy)]
-#[repr(C, align(32))]
+#[repr(C, align(64))]
 struct Panel {
-    qs: [[i8; BLOCK]; ROWS_PER_PASS],
-    d: [[f32; 8]; ROWS_PER_PASS],
-    s: [f32; ROWS_PER_PASS],
+    qs: [[i8; 2 * BLOCK]; ROWS_PER_PASS],
+    d: [[f32; 16]; ROWS_PER_PASS],
+    s: [[f32; ROWS_PER_PASS]; 2],
+}
+
+impl Panel {
+    /// Row `i`'s 32 values of the block `half` (0: even, 1: odd), 32-byte aligned.
+    #[inline(always)]
+    fn qs(&self, i: usize, half: usize) -> *const i8 {
+        self.qs[i][half * BLOCK..].as_ptr()
+    }
+
+    /// Row `i`'s scale of the block `half` in 8 lanes, 32-byte aligned.
+    #[inline(always)]
+    fn d(&self, i: usize, half: usize) -> *const f32 {
+        self.d[i][half * 8..].as_ptr()
+    }
 }
 
 /// A Q8_0 block as GGUF stores it: an f16 scale and 32 signed bytes (34 bytes). The
@@ -195,13 +212,15 @@ impl QMatrix {
         let mut y = vec![0f32; len];
         let out_ptr = y.as_mut_ptr() as usize;
         let panels = panels(&acts, m, nb, isa);
+        let pairs = nb.div_ceil(2);
         super::pool::pool().run(n, |range| {
             let width = range.len();
             let mut out = vec![0f32; m.min(ROWS_PER_PASS) * width];
             for start in (0..m).step_by(ROWS_PER_PASS) {
                 let rows_here = (m - start).min(ROWS_PER_PASS);
                 let a = &acts[start * nb..(start + rows_here) * nb];
-                let p = panels.get(start / ROWS_PER_PASS * nb..(start / ROWS_PER_PASS + 1) * nb);
+                let pass = start / ROWS_PER_PASS;
+                let p = panels.get(pass * pairs..(pass + 1) * pairs);
                 let out = &mut out[..rows_here * width];
                 let weights = range.start * nb..range.end * nb;
                 match &self.blocks {
@@ -227,7 +246,8 @@ impl QMatrix {
     }
 }
 
-/// The [`Panel`]s of the activations, pass after pass (8 rows a pass), `nb` a pass; empty
+/// The [`Panel`]s of the activations, pass after pass (8 rows a pass), `ceil(nb / 2)` a
+/// pass; empty
 /// where the kernels of 5 to 8 rows do not run (fewer than 5 rows, or the portable
 /// code).
 fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
@@ -235,17 +255,19 @@ fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
         return Vec::new();
     }
     let empty = Panel {
-        qs: [[0; BLOCK]; ROWS_PER_PASS],
-        d: [[0.0; 8]; ROWS_PER_PASS],
-        s: [0.0; ROWS_PER_PASS],
+        qs: [[0; 2 * BLOCK]; ROWS_PER_PASS],
+        d: [[0.0; 16]; ROWS_PER_PASS],
+        s: [[0.0; ROWS_PER_PASS]; 2],
     };
-    let mut panels = vec![empty; m.div_ceil(ROWS_PER_PASS) * nb];
+    let pairs = nb.div_ceil(2);
+    let mut panels = vec![empty; m.div_ceil(ROWS_PER_PASS) * pairs];
     for (r, row) in acts.chunks_exact(nb).enumerate() {
         let (pass, i) = (r / ROWS_PER_PASS, r % ROWS_PER_PASS);
-        for (panel, x) in panels[pass * nb..(pass + 1) * nb].iter_mut().zip(row) {
-            panel.qs[i] = x.qs;
-            panel.d[i] = [x.d; 8];
-            panel.s[i] = x.s;
+        for (b, x) in row.iter().enumerate() {
+            let (panel, half) = (&mut panels[pass * pairs + b / 2], b % 2);
+            panel.qs[i][half * BLOCK..(half + 1) * BLOCK].copy_from_slice(&x.qs);
+            panel.d[i][half * 8..(half + 1) * 8].fill(x.d);
+            panel.s[half][i] = x.s;
         }
     }
     panels
@@ -660,13 +682,14 @@ macro_rules! x86_kernels {
             /// then the odd ones'.
             #[target_feature(enable = $features)]
             fn q8_panel<const R: usize>(row: &[BlockQ8], panels: &[Panel], nb: usize, dst: &mut [f32]) {
-                assert!(row.len() >= nb && panels.len() >= nb && dst.len() >= R);
+                assert!(row.len() >= nb && panels.len() >= nb.div_ceil(2) && dst.len() >= R);
                 let mut halves = [[_mm256_setzero_ps(); R]; 2];
                 for (parity, half) in halves.iter_mut().enumerate() {
                     let mut acc = [_mm256_setzero_ps(); R];
                     for b in (parity..nb).step_by(2) {
-                        // SAFETY: b < nb, within both (asserted above).
-                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
+                        // SAFETY: b < nb and b / 2 < ceil(nb / 2), within both (asserted
+                        // above).
+                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b / 2)) };
                         // SAFETY: a block holds 32 bytes; a panel is 32-byte aligned, and
                         // so are its rows of 32 bytes and of 8 floats.
                         let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
@@ -676,8 +699,8 @@ macro_rules! x86_kernels {
                             // SAFETY: as above.
                             let (xv, dx) = unsafe {
                                 (
-                                    _mm256_load_si256(p.qs[i].as_ptr().cast()),
-                                    _mm256_load_ps(p.d[i].as_ptr()),
+                                    _mm256_load_si256(p.qs(i, parity).cast()),
+                                    _mm256_load_ps(p.d(i, parity)),
                                 )
                             };
                             let prod = udot(aw, _mm256_sign_epi8(xv, wv));
@@ -703,15 +726,16 @@ macro_rules! x86_kernels {
                 nb: usize,
                 dst: &mut [f32],
             ) {
-                assert!(row.len() >= nb && panels.len() >= nb && dst.len() >= R);
+                assert!(row.len() >= nb && panels.len() >= nb.div_ceil(2) && dst.len() >= R);
                 let low = _mm_set1_epi8(0x0f);
                 let mut halves = [[_mm256_setzero_ps(); R]; 2];
                 let mut mins = [[0f32; 8]; 2];
                 for (parity, (half, mins)) in halves.iter_mut().zip(&mut mins).enumerate() {
                     let mut acc = [_mm256_setzero_ps(); R];
                     for b in (parity..nb).step_by(2) {
-                        // SAFETY: b < nb, within both (asserted above).
-                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
+                        // SAFETY: b < nb and b / 2 < ceil(nb / 2), within both (asserted
+                        // above).
+                        let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b / 2)) };
                         // SAFETY: a block holds 16 bytes of nibbles.
                         let packed = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
                         let lo = _mm_and_si128(packed, low);
@@ -722,8 +746,8 @@ macro_rules! x86_kernels {
                             // SAFETY: a panel and its rows are 32-byte aligned.
                             let (xv, dx) = unsafe {
                                 (
-                                    _mm256_load_si256(p.qs[i].as_ptr().cast()),
-                                    _mm256_load_ps(p.d[i].as_ptr()),
+                                    _mm256_load_si256(p.qs(i, parity).cast()),
+                                    _mm256_load_ps(p.d(i, parity)),
                                 )
                             };
                             let scale = _mm256_mul_ps(d, dx);
@@ -749,13 +773,13 @@ macro_rules! x86_kernels {
                 nb: usize,
                 parity: usize,
             ) -> [f32; 8] {
-                assert!(row.len() >= nb && panels.len() >= nb);
+                assert!(row.len() >= nb && panels.len() >= nb.div_ceil(2));
                 let mut m = _mm256_setzero_ps();
                 for b in (parity..nb).step_by(2) {
-                    // SAFETY: b < nb, within both (asserted above).
-                    let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b)) };
-                    // SAFETY: a panel is 32-byte aligned, and so are its sums.
-                    let s = unsafe { _mm256_load_ps(p.s.as_ptr()) };
+                    // SAFETY: b < nb and b / 2 < ceil(nb / 2), within both (asserted above).
+                    let (w, p) = unsafe { (row.get_unchecked(b), panels.get_unchecked(b / 2)) };
+                    // SAFETY: a panel is 64-byte aligned, and so are its sums.
+                    let s = unsafe { _mm256_load_ps(p.s[parity].as_ptr()) };
                     m = _mm256_add_ps(m, _mm256_mul_ps(_mm256_set1_ps(f16x2(w.m, 0).0), s));
                 }
                 let mut out = [0f32; 8];
@@ -1044,26 +1068,19 @@ mod avx512 {
         }
     }
 
-    /// Row `i` of the panels of blocks `b` and `b + 1`: the two blocks' 64 quantised
-    /// values and their scales (each in 8 lanes), as one register each.
+    /// Row `i` of a panel: its pair of blocks' 64 quantised values and their scales
+    /// (each in 8 lanes), one register each.
     ///
     /// # Safety
     /// The features above.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    unsafe fn panel_pair(p0: &Panel, p1: &Panel, i: usize) -> (__m512i, __m512) {
-        // SAFETY: a panel is 32-byte aligned, and so are its rows of 32 bytes and of 8
+    unsafe fn panel_pair(p: &Panel, i: usize) -> (__m512i, __m512) {
+        // SAFETY: a panel is 64-byte aligned, and so are its rows of 64 bytes and of 16
         // floats.
         unsafe {
             (
-                join(
-                    _mm256_load_si256(p0.qs[i].as_ptr().cast()),
-                    _mm256_load_si256(p1.qs[i].as_ptr().cast()),
-                ),
-                _mm512_insertf32x8(
-                    _mm512_castps256_ps512(_mm256_load_ps(p0.d[i].as_ptr())),
-                    _mm256_load_ps(p1.d[i].as_ptr()),
-                    1,
-                ),
+                _mm512_load_si512(p.qs[i].as_ptr().cast()),
+                _mm512_load_ps(p.d[i].as_ptr()),
             )
         }
     }
@@ -1089,16 +1106,16 @@ mod avx512 {
                 $nb: usize,
                 dst: &mut [f32],
             ) {
-                assert!($row.len() >= $nb && $panels.len() >= $nb && dst.len() >= R);
+                assert!($row.len() >= $nb && $panels.len() >= $nb.div_ceil(2) && dst.len() >= R);
                 let mut acc = [_mm512_setzero_ps(); R];
                 for b in (0..$nb - 1).step_by(2) {
-                    // SAFETY: b + 1 < nb, within both (asserted above).
-                    let ($w0, $w1, p0, p1) = unsafe {
+                    // SAFETY: b + 1 < nb and b / 2 < ceil(nb / 2), within both (asserted
+                    // above).
+                    let ($w0, $w1, p) = unsafe {
                         (
                             $row.get_unchecked(b),
                             $row.get_unchecked(b + 1),
-                            $panels.get_unchecked(b),
-                            $panels.get_unchecked(b + 1),
+                            $panels.get_unchecked(b / 2),
                         )
                     };
                     let $ws = $setup;
@@ -1106,22 +1123,22 @@ mod avx512 {
                     let d = halves(d0, d1);
                     for (i, acc) in acc.iter_mut().enumerate() {
                         // SAFETY: i < 8 rows of a panel.
-                        let ($xv, dx) = unsafe { panel_pair(p0, p1, i) };
+                        let ($xv, dx) = unsafe { panel_pair(p, i) };
                         let scale = _mm512_mul_ps(d, dx);
                         *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps($block), scale, *acc);
                     }
                 }
                 if $nb % 2 == 1 {
-                    // SAFETY: nb - 1 < nb.
+                    // SAFETY: nb - 1 < nb, and (nb - 1) / 2 = nb / 2 for odd nb.
                     let ($wl, p) =
-                        unsafe { ($row.get_unchecked($nb - 1), $panels.get_unchecked($nb - 1)) };
+                        unsafe { ($row.get_unchecked($nb - 1), $panels.get_unchecked($nb / 2)) };
                     let d = _mm256_set1_ps(f16x2($wl.d, 0).0);
                     for (i, acc) in acc.iter_mut().enumerate() {
                         // SAFETY: as in `panel_pair`.
                         let ($xl, dx) = unsafe {
                             (
-                                _mm256_load_si256(p.qs[i].as_ptr().cast()),
-                                _mm256_load_ps(p.d[i].as_ptr()),
+                                _mm256_load_si256(p.qs(i, 0).cast()),
+                                _mm256_load_ps(p.d(i, 0)),
                             )
                         };
                         let scale = _mm256_mul_ps(d, dx);
