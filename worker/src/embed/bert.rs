@@ -272,8 +272,9 @@ impl BertEncoder {
             Backend::Auto if !native_fits => Forward::Candle(model),
             Backend::Native if !native_fits => {
                 return Err(EmbedError::Device {
-                    message: "the native backend runs f32 on a CPU with AVX2 and FMA; \
-                              use --backend candle (or auto) here"
+                    message: "the native backend runs on a CPU with AVX2 and FMA, in f32 \
+                              (or bf16 with AVX-512 BF16); use --backend candle (or auto) \
+                              here"
                         .into(),
                 })
             }

@@ -8,7 +8,9 @@
 //! on every call. Here the weights are packed once at load, bias, residual and GELU are
 //! applied to each output tile while it is in L1, and attention is a direct loop over
 //! each sequence's own tokens. It runs where it is fastest and exact enough: a CPU with
-//! AVX2 and FMA, f32. Elsewhere (CUDA, half precision, other CPUs) the candle path runs.
+//! AVX2 and FMA, f32, or, asked for bf16 on a CPU with AVX-512 BF16, with the dense
+//! products' inputs in bfloat16 ([`gemm`]). Elsewhere (CUDA, half precision, other CPUs)
+//! the candle path runs.
 //!
 //! Results agree with the candle path to float rounding (`tests/embed_minilm.rs`
 //! compares them) and, like it, a sentence's vector is bit-identical in any batch.
