@@ -1,5 +1,9 @@
 //! The thinc layers en_core_web_sm uses at inference (Linear, Maxout, LayerNorm,
-//! seq2col), each computed for all rows of a batch with one GEMM (`gemm` crate).
+//! seq2col), each computed for all rows of a batch with one matrix product: on a CPU
+//! with AVX2 and FMA against weights packed once at load (`credence_kernels::gemm`, the
+//! encoder's kernels), elsewhere with the `gemm` crate.
+
+use credence_kernels::gemm::{self as kernels, Epilogue, PackedWeights};
 
 /// `out (m×n) = a (m×k) · bᵀ` for row-major `a` and row-major `b` of shape (n×k).
 ///
@@ -48,19 +52,112 @@ pub struct Linear {
     pub b: Vec<f32>,
     pub n_out: usize,
     pub n_in: usize,
+    /// W and b packed for [`kernels::matmul`] where the CPU runs it.
+    packed: Option<Packed>,
+}
+
+/// Weights packed once at load for the shared kernels.
+#[derive(Clone)]
+struct Packed(std::sync::Arc<PackedWeights>);
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Packed")
+    }
+}
+
+/// `w` (n × k, row-major, as thinc stores a layer) packed for [`kernels::matmul`] with
+/// `bias`, or `None` where the CPU lacks AVX2 and FMA.
+fn pack_rows(w: &[f32], n: usize, k: usize, bias: Vec<f32>) -> Option<Packed> {
+    if !kernels::supported() || n == 0 || k == 0 {
+        return None;
+    }
+    let mut transposed = vec![0.0f32; k * n];
+    for (j, row) in w.chunks_exact(k).enumerate() {
+        for (i, &v) in row.iter().enumerate() {
+            transposed[i * n + j] = v;
+        }
+    }
+    Some(Packed(std::sync::Arc::new(PackedWeights::new(
+        &transposed,
+        k,
+        n,
+        bias,
+    ))))
+}
+
+/// `out (m×n) = a (m×k) · wᵀ` (+ the packed bias) for `w` of shape (n×k): the packed
+/// kernels where there, else [`matmul_bt`].
+fn product(
+    a: &[f32],
+    m: usize,
+    k: usize,
+    w: &[f32],
+    n: usize,
+    packed: Option<&Packed>,
+) -> Vec<f32> {
+    let mut y = vec![0.0; m * n];
+    match packed {
+        Some(p) if m > 0 => kernels::matmul(&a[..m * k], m, &p.0, None, Epilogue::None, &mut y),
+        _ => matmul_bt(a, m, k, w, n, &mut y),
+    }
+    y
 }
 
 impl Linear {
+    /// The layer with weights `w` (n_out × n_in) and bias `b` (n_out).
+    pub fn new(w: Vec<f32>, b: Vec<f32>, n_out: usize, n_in: usize) -> Self {
+        let packed = pack_rows(&w, n_out, n_in, b.clone());
+        Linear {
+            w,
+            b,
+            n_out,
+            n_in,
+            packed,
+        }
+    }
+
     /// Applies the layer to `rows` rows of `x` (rows × n_in), returning rows × n_out.
     pub fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
-        let mut y = vec![0.0; rows * self.n_out];
-        matmul_bt(x, rows, self.n_in, &self.w, self.n_out, &mut y);
-        for row in y.chunks_exact_mut(self.n_out) {
-            for (v, b) in row.iter_mut().zip(&self.b) {
-                *v += b;
+        let mut y = product(
+            x,
+            rows,
+            self.n_in,
+            &self.w,
+            self.n_out,
+            self.packed.as_ref(),
+        );
+        if self.packed.is_none() {
+            for row in y.chunks_exact_mut(self.n_out) {
+                for (v, b) in row.iter_mut().zip(&self.b) {
+                    *v += b;
+                }
             }
         }
         y
+    }
+}
+
+/// A weight matrix without bias (n × k), packed once where the CPU runs the packed
+/// kernels: `a · Wᵀ` for the parser's precomputed lower layer.
+#[derive(Debug, Clone)]
+pub struct Weights {
+    pub w: Vec<f32>,
+    pub n: usize,
+    pub k: usize,
+    packed: Option<Packed>,
+}
+
+impl Weights {
+    /// `w` of shape (n × k).
+    pub fn new(w: Vec<f32>, n: usize, k: usize) -> Self {
+        let packed = pack_rows(&w, n, k, vec![0.0; n]);
+        Weights { w, n, k, packed }
+    }
+
+    /// `a (m×k) · Wᵀ`, m × n.
+    pub fn product(&self, a: &[f32], m: usize) -> Vec<f32> {
+        product(a, m, self.k, &self.w, self.n, self.packed.as_ref())
     }
 }
 

@@ -2,7 +2,7 @@
 //! lower layer (one GEMM over all tokens), and per-state maxout hidden + upper layer.
 //! Shared by the dependency parser and the NER (which also owns its tok2vec).
 
-use super::layers::{dot, matmul_bt, Linear};
+use super::layers::{dot, Linear, Weights};
 use super::thinc::ThincModel;
 use super::tok2vec::Tok2Vec;
 use super::NlpError;
@@ -17,7 +17,7 @@ pub struct ParserNetwork {
     pub tok2vec: Option<Tok2Vec>,
     projection: Linear,
     /// (nF·nO·nP) × nI.
-    lower_w: Vec<f32>,
+    lower_w: Weights,
     /// nO·nP.
     lower_b: Vec<f32>,
     /// nF × (nO·nP): the vector of a missing state token, per slot.
@@ -97,7 +97,11 @@ impl ParserNetwork {
         };
         Ok(ParserNetwork {
             tok2vec,
-            lower_w: model.param(lower, "W", &[nf, no, np, ni])?,
+            lower_w: Weights::new(
+                model.param(lower, "W", &[nf, no, np, ni])?,
+                nf * no * np,
+                ni,
+            ),
             lower_b: model.param(lower, "b", &[no, np])?,
             lower_pad: model.param(lower, "pad", &[1, nf, no, np])?,
             n_features: nf,
@@ -122,15 +126,9 @@ impl ParserNetwork {
     pub fn precompute(&self, tokvecs: &[f32], n_tokens: usize) -> Precomputed {
         let hidden = self.projection.forward(tokvecs, n_tokens);
         let slot = self.lower_b.len();
-        let mut values = vec![0.0; n_tokens * self.n_features * slot];
-        matmul_bt(
-            &hidden,
-            n_tokens,
-            self.projection.n_out,
-            &self.lower_w,
-            self.n_features * slot,
-            &mut values,
-        );
+        debug_assert_eq!(self.lower_w.n, self.n_features * slot);
+        debug_assert_eq!(self.lower_w.k, self.projection.n_out);
+        let values = self.lower_w.product(&hidden, n_tokens);
         Precomputed {
             values,
             slot,

@@ -175,12 +175,12 @@ impl ThincModel {
             [o, i] => (o, i),
             _ => (0, 0),
         };
-        Ok(Linear {
-            w: self.param(node, "W", &[n_out, n_in])?,
-            b: self.param(node, "b", &[n_out])?,
+        Ok(Linear::new(
+            self.param(node, "W", &[n_out, n_in])?,
+            self.param(node, "b", &[n_out])?,
             n_out,
             n_in,
-        })
+        ))
     }
 
     /// A `maxout` node (W: (nO, nP, nI), b: (nO, nP)).
@@ -191,12 +191,12 @@ impl ThincModel {
             _ => (0, 0, 0),
         };
         Ok(Maxout {
-            linear: Linear {
-                w: self.param(node, "W", &[o, p, i])?,
-                b: self.param(node, "b", &[o, p])?,
-                n_out: o * p,
-                n_in: i,
-            },
+            linear: Linear::new(
+                self.param(node, "W", &[o, p, i])?,
+                self.param(node, "b", &[o, p])?,
+                o * p,
+                i,
+            ),
             n_pieces: p.max(1),
         })
     }

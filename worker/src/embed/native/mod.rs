@@ -1,6 +1,6 @@
 //! The encoder's native CPU forward pass: the same packed (unpadded) BERT as
 //! [`super::packed`], computed on plain `f32` buffers instead of candle tensors, with
-//! its own matrix kernel ([`gemm`]) and fused float kernels ([`math`]).
+//! the matrix kernel and fused float kernels of `credence_kernels` ([`gemm`], [`math`]).
 //!
 //! Why it exists: on CPU the candle path spends a third of its time outside the matrix
 //! products (a fresh tensor per bias add, residual, activation and reshape; a scalar
@@ -15,8 +15,7 @@
 //! Results agree with the candle path to float rounding (`tests/embed_minilm.rs`
 //! compares them) and, like it, a sentence's vector is bit-identical in any batch.
 
-mod gemm;
-mod math;
+use credence_kernels::{gemm, math};
 
 use super::config::Activation;
 use super::packed::{Norm as CandleNorm, PackedBert};

@@ -11,7 +11,7 @@ const LANES: usize = 8;
 /// `e^x` for f32 to within 2 ulp on [-87, 88], branch-free so it vectorises: range
 /// reduction by `ln 2` and a degree-6 minimax polynomial (Cephes `expf`).
 #[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
+pub fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
@@ -70,7 +70,7 @@ fn map_in_place(xs: &mut [f32], f: impl Fn(f32) -> f32) {
 
 /// The exact GELU, `x·Φ(x)`, in place.
 #[inline(always)]
-pub(crate) fn gelu_erf(xs: &mut [f32]) {
+pub fn gelu_erf(xs: &mut [f32]) {
     map_in_place(xs, |x| {
         0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
     });
@@ -78,7 +78,7 @@ pub(crate) fn gelu_erf(xs: &mut [f32]) {
 
 /// The tanh approximation of GELU, in place.
 #[inline(always)]
-pub(crate) fn gelu_tanh(xs: &mut [f32]) {
+pub fn gelu_tanh(xs: &mut [f32]) {
     const C: f32 = 0.797_884_6; // sqrt(2/pi)
     map_in_place(xs, |x| {
         let u = C * (x + 0.044_715 * x * x * x);
@@ -106,7 +106,7 @@ fn sum(xs: &[f32]) -> f32 {
 
 /// Σ a·b, over eight lanes then across them.
 #[inline(always)]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; LANES];
     let mut ca = a.chunks_exact(LANES);
     let mut cb = b.chunks_exact(LANES);
@@ -123,7 +123,7 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// Layer normalisation of one row in place: `(x - mean) / sqrt(var + eps) · w + b`.
 #[inline(always)]
-pub(crate) fn layer_norm(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
+pub fn layer_norm(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
     let n = row.len() as f32;
     let mean = sum(row) / n;
     for v in row.iter_mut() {
@@ -148,7 +148,7 @@ pub(crate) fn layer_norm(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32
 
 /// Softmax of one row in place.
 #[inline(always)]
-pub(crate) fn softmax(row: &mut [f32]) {
+pub fn softmax(row: &mut [f32]) {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     for v in row.iter_mut() {
         *v = exp(*v - max);

@@ -28,15 +28,15 @@
 use rayon::prelude::*;
 
 /// Columns per packed weight panel (two 8-lane vectors, one 16-lane vector).
-pub(crate) const NR: usize = 16;
+pub const NR: usize = 16;
 /// Depth of one pass over the weights (a 16 KB slice of a weight panel).
-pub(crate) const KC: usize = 256;
+pub const KC: usize = 256;
 /// Activation rows packed per block (96 KB at `KC`, in L2).
-pub(crate) const MC: usize = 96;
+pub const MC: usize = 96;
 
 /// What happens to each output value after `A·W + bias`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Epilogue {
+pub enum Epilogue {
     /// Nothing more.
     None,
     /// The exact (erf) GELU.
@@ -73,7 +73,7 @@ fn bf16_pair(values: &[f32]) -> u32 {
 
 /// A weight matrix `[k, n]` (input features × output features) with its bias, packed
 /// for [`matmul`].
-pub(crate) struct PackedWeights {
+pub struct PackedWeights {
     k: usize,
     n: usize,
     /// `ceil(n / NR)` panels, zero-padded past column `n`.
@@ -83,7 +83,7 @@ pub(crate) struct PackedWeights {
 
 impl PackedWeights {
     /// Packs `weights`, row-major `[k, n]`, with `bias` of length `n`.
-    pub(crate) fn new(weights: &[f32], k: usize, n: usize, bias: Vec<f32>) -> Self {
+    pub fn new(weights: &[f32], k: usize, n: usize, bias: Vec<f32>) -> Self {
         assert_eq!(weights.len(), k * n, "weights are not {k}x{n}");
         assert_eq!(bias.len(), n, "bias is not of length {n}");
         let n_panels = n.div_ceil(NR);
@@ -106,7 +106,7 @@ impl PackedWeights {
     /// Packs `weights` as [`Self::new`] does, as bfloat16 pairs for the AVX-512 BF16
     /// kernel ([`has_bf16`]): a panel holds `ceil(k / 2) × NR` lanes, lane `(i, j)` rows
     /// `2i` (low half) and `2i + 1` (high half; zero past `k`) of column `j`.
-    pub(crate) fn new_bf16(weights: &[f32], k: usize, n: usize, bias: Vec<f32>) -> Self {
+    pub fn new_bf16(weights: &[f32], k: usize, n: usize, bias: Vec<f32>) -> Self {
         assert_eq!(weights.len(), k * n, "weights are not {k}x{n}");
         assert_eq!(bias.len(), n, "bias is not of length {n}");
         let pairs = k.div_ceil(2);
@@ -135,7 +135,7 @@ impl PackedWeights {
     }
 
     /// Output features.
-    pub(crate) fn n(&self) -> usize {
+    pub fn n(&self) -> usize {
         self.n
     }
 }
@@ -145,7 +145,7 @@ impl PackedWeights {
 /// Blocks of [`MC`] rows run in parallel on the rayon pool.
 ///
 /// Needs a CPU with AVX2 and FMA ([`supported`]); panics otherwise.
-pub(crate) fn matmul(
+pub fn matmul(
     a: &[f32],
     m: usize,
     w: &PackedWeights,
@@ -216,12 +216,16 @@ enum Kernel {
 
 impl Kernel {
     /// The widest kernel this CPU has, or the AVX2 one where `CREDENCE_CPU_ISA` asks for
-    /// less than AVX-512 (the knob of the LLM's products, for comparing them in one run).
+    /// less than AVX-512 (`avx2`, `avxvnni` or `scalar`: the knob of the LLM's products,
+    /// for comparing them in one run).
     fn best() -> Kernel {
         static CHOSEN: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            use crate::llm::local::qmatmul::{isa, Isa};
-            if isa() == Isa::Avx512Vnni && has_avx512() {
+            let lesser = matches!(
+                std::env::var("CREDENCE_CPU_ISA").as_deref(),
+                Ok("avx2" | "avxvnni" | "scalar")
+            );
+            if has_avx512() && !lesser {
                 Kernel::Avx512
             } else {
                 Kernel::Avx2
@@ -231,7 +235,7 @@ impl Kernel {
 }
 
 /// Whether this CPU can run products of bfloat16 weights ([`PackedWeights::new_bf16`]).
-pub(crate) fn has_bf16() -> bool {
+pub fn has_bf16() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         has_avx512() && std::arch::is_x86_feature_detected!("avx512bf16")
@@ -255,7 +259,7 @@ fn has_avx512() -> bool {
 }
 
 /// Whether this CPU can run [`matmul`].
-pub(crate) fn supported() -> bool {
+pub fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -472,8 +476,8 @@ fn finish(row: &mut [f32], bias: &[f32], residual: Option<&[f32]>, epilogue: Epi
     }
     match epilogue {
         Epilogue::None => {}
-        Epilogue::Gelu => super::math::gelu_erf(row),
-        Epilogue::GeluTanh => super::math::gelu_tanh(row),
+        Epilogue::Gelu => crate::math::gelu_erf(row),
+        Epilogue::GeluTanh => crate::math::gelu_tanh(row),
         Epilogue::Relu => {
             for v in row {
                 *v = v.max(0.0);
