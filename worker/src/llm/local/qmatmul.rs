@@ -1024,14 +1024,13 @@ mod avx512 {
         nb: usize,
         dst: &mut [f32],
     ) {
-        let unpack = unpack_q41;
         let mut acc = [_mm512_setzero_ps(); R];
         let mut mins_even = [0f32; R];
         let mut mins_odd = [0f32; R];
         let mut pairs = row[..nb].chunks_exact(2);
         let mut b = 0;
         for pair in pairs.by_ref() {
-            let wv = join(unpack(&pair[0]), unpack(&pair[1]));
+            let wv = join(unpack_q41(&pair[0]), unpack_q41(&pair[1]));
             let (d0, m0) = f16x2(pair[0].d, pair[0].m);
             let (d1, m1) = f16x2(pair[1].d, pair[1].m);
             for i in 0..R {
@@ -1047,7 +1046,7 @@ mod avx512 {
             b += 2;
         }
         if let [last] = pairs.remainder() {
-            let wv = unpack(last);
+            let wv = unpack_q41(last);
             let (d, mn) = f16x2(last.d, last.m);
             for i in 0..R {
                 let x = &acts[i * nb + b];
