@@ -363,7 +363,7 @@ impl Nlp {
                     .collect();
                 let tokvecs = senter.tok2vec.forward(&feats);
                 docs.iter()
-                    .zip(&tokvecs)
+                    .zip(tokvecs.docs())
                     .map(|(p, t2v)| senter.sentences(p, t2v))
                     .collect::<Vec<_>>()
             })
@@ -421,7 +421,7 @@ impl Nlp {
                     .collect();
                 let tokvecs = self.tok2vec.forward(&feats);
                 docs.iter()
-                    .zip(&tokvecs)
+                    .zip(tokvecs.docs())
                     .map(|(p, t2v)| self.tags(t2v, p.tokens.len()))
                     .collect::<Vec<_>>()
             })
@@ -524,13 +524,13 @@ impl Nlp {
         };
         // Tagger and both lower layers run once over every token of the batch.
         let total: usize = docs.iter().map(|p| p.tokens.len()).sum();
-        let all = tokvecs.concat();
-        let mut tags = self.tags(&all, total).into_iter();
-        let pre = self.parser.precompute(&all, total);
-        let ner_pre = self.ner.precompute(&ner_vecs.concat(), total);
+        let all = tokvecs.all();
+        let mut tags = self.tags(all, total).into_iter();
+        let pre = self.parser.precompute(all, total);
+        let ner_pre = self.ner.precompute(ner_vecs.all(), total);
         let mut offset = 0;
         docs.into_iter()
-            .zip(&tokvecs)
+            .zip(tokvecs.docs())
             .map(|(p, t2v)| {
                 let n = p.tokens.len();
                 let batch = BatchView {

@@ -87,7 +87,7 @@ fn pack_rows(w: &[f32], n: usize, k: usize, bias: Vec<f32>) -> Option<Packed> {
 }
 
 /// `out (m×n) = a (m×k) · wᵀ` (+ the packed bias) for `w` of shape (n×k): the packed
-/// kernels where there, else [`matmul_bt`].
+/// kernels where there, else [`matmul_bt`]. Writes every value of `out`.
 fn product(
     a: &[f32],
     m: usize,
@@ -95,13 +95,12 @@ fn product(
     w: &[f32],
     n: usize,
     packed: Option<&Packed>,
-) -> Vec<f32> {
-    let mut y = vec![0.0; m * n];
+    out: &mut [f32],
+) {
     match packed {
-        Some(p) if m > 0 => kernels::matmul(&a[..m * k], m, &p.0, None, Epilogue::None, &mut y),
-        _ => matmul_bt(a, m, k, w, n, &mut y),
+        Some(p) if m > 0 => kernels::matmul(&a[..m * k], m, &p.0, None, Epilogue::None, out),
+        _ => matmul_bt(a, m, k, w, n, out),
     }
-    y
 }
 
 impl Linear {
@@ -119,22 +118,22 @@ impl Linear {
 
     /// Applies the layer to `rows` rows of `x` (rows × n_in), returning rows × n_out.
     pub fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
-        let mut y = product(
-            x,
-            rows,
-            self.n_in,
-            &self.w,
-            self.n_out,
-            self.packed.as_ref(),
-        );
-        if self.packed.is_none() {
+        let mut y = vec![0.0; rows * self.n_out];
+        self.forward_into(x, rows, &mut y);
+        y
+    }
+
+    /// [`Linear::forward`] into `y` (rows × n_out), every value written.
+    pub fn forward_into(&self, x: &[f32], rows: usize, y: &mut [f32]) {
+        let packed = self.packed.as_ref();
+        product(x, rows, self.n_in, &self.w, self.n_out, packed, y);
+        if packed.is_none() {
             for row in y.chunks_exact_mut(self.n_out) {
                 for (v, b) in row.iter_mut().zip(&self.b) {
                     *v += b;
                 }
             }
         }
-        y
     }
 }
 
@@ -157,28 +156,86 @@ impl Weights {
 
     /// `a (m×k) · Wᵀ`, m × n.
     pub fn product(&self, a: &[f32], m: usize) -> Vec<f32> {
-        product(a, m, self.k, &self.w, self.n, self.packed.as_ref())
+        let mut out = vec![0.0; m * self.n];
+        product(
+            a,
+            m,
+            self.k,
+            &self.w,
+            self.n,
+            self.packed.as_ref(),
+            &mut out,
+        );
+        out
     }
 }
 
 /// Maxout: a Linear to n_out·n_pieces followed by the max over each unit's pieces.
-/// W is (n_out, n_pieces, n_in), b is (n_out, n_pieces).
+/// thinc stores W as (n_out, n_pieces, n_in) and b as (n_out, n_pieces); [`Maxout::new`]
+/// reorders them piece-major, (n_pieces, n_out, n_in), so that each piece of a row's
+/// output is a contiguous run of n_out values and the max over pieces is an elementwise
+/// max of runs (the same values, so the same result).
 #[derive(Debug, Clone)]
 pub struct Maxout {
+    /// The piece-major layer: output column `p·n_out + o` is piece p of unit o.
     pub linear: Linear,
     pub n_pieces: usize,
 }
 
 impl Maxout {
+    /// The layer from thinc's W (n_out × n_pieces × n_in) and b (n_out × n_pieces).
+    pub fn new(w: Vec<f32>, b: Vec<f32>, n_out: usize, n_pieces: usize, n_in: usize) -> Self {
+        let n_pieces = n_pieces.max(1);
+        Maxout {
+            linear: Linear::new(
+                piece_major(&w, n_out, n_pieces, n_in),
+                piece_major(&b, n_out, n_pieces, 1),
+                n_out * n_pieces,
+                n_in,
+            ),
+            n_pieces,
+        }
+    }
+
     pub fn n_out(&self) -> usize {
         self.linear.n_out / self.n_pieces
     }
 
-    pub fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
-        let y = self.linear.forward(x, rows);
-        y.chunks_exact(self.n_pieces)
-            .map(|pieces| pieces.iter().copied().fold(f32::NEG_INFINITY, f32::max))
-            .collect()
+    /// The layer on `rows` rows of `x` into `out` (rows × n_out), with `pieces` (rows × n_out ·
+    /// n_pieces) for the linear layer's output; every value of both is written.
+    pub fn forward_into(&self, x: &[f32], rows: usize, pieces: &mut [f32], out: &mut [f32]) {
+        self.linear.forward_into(x, rows, pieces);
+        let n_out = self.n_out();
+        for (o, row) in out
+            .chunks_exact_mut(n_out)
+            .zip(pieces.chunks_exact(self.linear.n_out))
+        {
+            max_pieces(row, o);
+        }
+    }
+}
+
+/// Reorders `x` of shape (units, pieces, width) to (pieces, units, width).
+pub fn piece_major(x: &[f32], units: usize, pieces: usize, width: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for p in 0..pieces {
+        for u in 0..units {
+            let at = (u * pieces + p) * width;
+            out.extend_from_slice(&x[at..at + width]);
+        }
+    }
+    out
+}
+
+/// `out[o] = max over p of pieces[p·n + o]` for piece-major `pieces` (n = `out.len()`),
+/// folded from −∞ in piece order like thinc's maxout.
+pub fn max_pieces(pieces: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    out.fill(f32::NEG_INFINITY);
+    for piece in pieces.chunks_exact(n) {
+        for (o, &v) in out.iter_mut().zip(piece) {
+            *o = o.max(v);
+        }
     }
 }
 
@@ -192,9 +249,13 @@ pub struct LayerNorm {
 impl LayerNorm {
     pub fn forward_in_place(&self, x: &mut [f32]) {
         let n = self.g.len();
+        let mut sq = vec![0.0f32; n];
         for row in x.chunks_exact_mut(n) {
-            let mean = row.iter().sum::<f32>() / n as f32;
-            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n as f32;
+            let mean = numpy_sum(row) / n as f32;
+            for (s, v) in sq.iter_mut().zip(row.iter()) {
+                *s = (v - mean) * (v - mean);
+            }
+            let var = numpy_sum(&sq) / n as f32;
             let inv = (var + 1e-8).powf(-0.5);
             for ((v, g), b) in row.iter_mut().zip(&self.g).zip(&self.b) {
                 *v = (*v - mean) * inv * g + b;
@@ -203,28 +264,67 @@ impl LayerNorm {
     }
 }
 
+/// The longest run NumPy sums without splitting it in two (`PW_BLOCKSIZE`).
+const PAIRWISE_BLOCK: usize = 128;
+
+/// The f32 sum of a contiguous run in NumPy's order (`pairwise_sum` in its loops: eight
+/// running sums over strides of 8, joined as a tree, then the tail in order; runs over
+/// 128 split in two at a multiple of 8), so a row's mean and variance round as thinc's
+/// `X.mean(axis=1)` and `X.var(axis=1)` do. The eight sums vectorise.
+pub fn numpy_sum(a: &[f32]) -> f32 {
+    let n = a.len();
+    if n < 8 {
+        return a.iter().fold(0.0, |s, v| s + v);
+    }
+    if n > PAIRWISE_BLOCK {
+        let half = n / 2 - (n / 2) % 8;
+        return numpy_sum(&a[..half]) + numpy_sum(&a[half..]);
+    }
+    let mut r = [0.0f32; 8];
+    r.copy_from_slice(&a[..8]);
+    let body = n - n % 8;
+    for chunk in a[8..body].chunks_exact(8) {
+        for (r, v) in r.iter_mut().zip(chunk) {
+            *r += v;
+        }
+    }
+    let mut sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for v in &a[body..] {
+        sum += v;
+    }
+    sum
+}
+
 /// seq2col with window 1 for selected rows: row i becomes `[x(i−1), x(i), x(i+1)]`,
 /// with zeros outside its block. Each range is `(first, end, block_start, block_end)`:
 /// rows `first..end` of the block `block_start..block_end` (a padded doc of a batch).
-/// The output holds the selected rows in order.
-pub fn seq2col_rows(x: &[f32], width: usize, ranges: &[(usize, usize, usize, usize)]) -> Vec<f32> {
+/// `out` receives the selected rows in order (every value written).
+pub fn seq2col_rows(
+    x: &[f32],
+    width: usize,
+    ranges: &[(usize, usize, usize, usize)],
+    out: &mut [f32],
+) {
     let rows: usize = ranges.iter().map(|r| r.1 - r.0).sum();
-    let mut out = vec![0.0; rows * 3 * width];
+    assert_eq!(out.len(), rows * 3 * width, "seq2col output size");
     let mut k = 0;
     for &(first, end, block_start, block_end) in ranges {
         for i in first..end {
             let o = &mut out[k * 3 * width..(k + 1) * 3 * width];
             if i > block_start {
                 o[..width].copy_from_slice(&x[(i - 1) * width..i * width]);
+            } else {
+                o[..width].fill(0.0);
             }
             o[width..2 * width].copy_from_slice(&x[i * width..(i + 1) * width]);
             if i + 1 < block_end {
                 o[2 * width..].copy_from_slice(&x[(i + 1) * width..(i + 2) * width]);
+            } else {
+                o[2 * width..].fill(0.0);
             }
             k += 1;
         }
     }
-    out
 }
 
 /// Dot product with 8 independent partial sums, so it vectorises (a plain `sum` is
@@ -279,12 +379,15 @@ mod tests {
     #[test]
     fn seq2col_zeroes_block_edges() {
         let x = [1.0, 2.0, 3.0, 4.0, 5.0];
-        let y = seq2col_rows(&x, 1, &[(0, 2, 0, 2), (2, 5, 2, 5)]);
+        let mut y = vec![f32::NAN; 15];
+        seq2col_rows(&x, 1, &[(0, 2, 0, 2), (2, 5, 2, 5)], &mut y);
         assert_eq!(
             y,
             vec![0., 1., 2., 1., 2., 0., 0., 3., 4., 3., 4., 5., 4., 5., 0.]
         );
-        assert_eq!(seq2col_rows(&x, 1, &[(3, 4, 2, 5)]), vec![3., 4., 5.]);
+        let mut y = vec![f32::NAN; 3];
+        seq2col_rows(&x, 1, &[(3, 4, 2, 5)], &mut y);
+        assert_eq!(y, vec![3., 4., 5.]);
     }
 
     #[test]

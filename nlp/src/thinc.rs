@@ -190,15 +190,13 @@ impl ThincModel {
             [o, p, i] => (o, p, i),
             _ => (0, 0, 0),
         };
-        Ok(Maxout {
-            linear: Linear::new(
-                self.param(node, "W", &[o, p, i])?,
-                self.param(node, "b", &[o, p])?,
-                o * p,
-                i,
-            ),
-            n_pieces: p.max(1),
-        })
+        Ok(Maxout::new(
+            self.param(node, "W", &[o, p, i])?,
+            self.param(node, "b", &[o, p])?,
+            o,
+            p,
+            i,
+        ))
     }
 
     /// A `layernorm` node (G, b of the same width).

@@ -4,7 +4,7 @@
 //! own pad rows, so its output does not depend on its neighbours.
 
 use super::hashing::hashembed_words;
-use super::layers::{matmul_bt, seq2col_rows, LayerNorm, Maxout};
+use super::layers::{matmul_bt, max_pieces, seq2col_rows, LayerNorm, Maxout};
 use super::thinc::{Attr, ThincModel};
 use super::NlpError;
 
@@ -181,21 +181,32 @@ impl Tok2Vec {
     }
 
     /// Runs the network on a batch of docs. `features[d]` holds doc d's feature ids,
-    /// row-major (tokens × columns). Returns each doc's tokvecs (tokens × width).
-    pub fn forward(&self, features: &[Vec<u64>]) -> Vec<Vec<f32>> {
+    /// row-major (tokens × columns). Returns every doc's tokvecs (tokens × width), in
+    /// order and contiguous.
+    pub fn forward(&self, features: &[Vec<u64>]) -> TokVecs {
+        let mut scratch = SCRATCH.take();
+        let out = self.forward_with(features, &mut scratch);
+        SCRATCH.set(scratch);
+        out
+    }
+
+    fn forward_with(&self, features: &[Vec<u64>], scratch: &mut Scratch) -> TokVecs {
         let n_cols = self.columns.len();
         let w = self.width;
         let p = self.pad;
         let lens: Vec<usize> = features.iter().map(|f| f.len() / n_cols.max(1)).collect();
-        let total: usize = lens.iter().sum();
+        // Each doc is a block of its rows with `pad` zero rows before and after.
+        let rows: usize = lens.iter().map(|n| n + 2 * p).sum();
+        let h = grown(&mut scratch.h, rows * w);
         // Embedding + reducer: gather-add the projected rows, add the bias, take the max
-        // over each unit's pieces.
+        // over each unit's pieces, then normalise each doc's rows.
         let n_out = self.reducer.linear.n_out;
-        let n_pieces = self.reducer.n_pieces;
-        let mut acc = vec![0.0f32; n_out];
-        let mut reduced = Vec::with_capacity(total * w);
-        for feats in features {
-            for tok in feats.chunks_exact(n_cols) {
+        let acc = grown(&mut scratch.acc, n_out);
+        let mut block = 0;
+        for (feats, &n) in features.iter().zip(&lens) {
+            h[block * w..(block + p) * w].fill(0.0);
+            let doc = &mut h[(block + p) * w..(block + p + n) * w];
+            for (tok, unit) in feats.chunks_exact(n_cols).zip(doc.chunks_exact_mut(w)) {
                 acc.fill(0.0);
                 for e in &self.embeds {
                     for word in hashembed_words(tok[e.column], e.seed) {
@@ -208,39 +219,33 @@ impl Tok2Vec {
                 for (a, b) in acc.iter_mut().zip(&self.reducer.linear.b) {
                     *a += b;
                 }
-                reduced.extend(
-                    acc.chunks_exact(n_pieces)
-                        .map(|pieces| pieces.iter().copied().fold(f32::NEG_INFINITY, f32::max)),
-                );
+                max_pieces(acc, unit);
             }
-        }
-        self.reducer_norm.forward_in_place(&mut reduced);
-        // Lay the docs out with `pad` zero rows before and after each.
-        let rows: usize = lens.iter().map(|n| n + 2 * p).sum();
-        let mut h = vec![0.0f32; rows * w];
-        let (mut src, mut dst) = (0, 0);
-        for &n in &lens {
-            h[(dst + p) * w..(dst + p + n) * w].copy_from_slice(&reduced[src * w..(src + n) * w]);
-            src += n;
-            dst += n + 2 * p;
+            self.reducer_norm.forward_in_place(doc);
+            h[(block + p + n) * w..(block + n + 2 * p) * w].fill(0.0);
+            block += n + 2 * p;
         }
         // Layer l only needs rows within (depth − 1 − l) of a real token: rows further
         // out influence no real token's final vector, so they are not computed. Each
         // computed row sees exactly the inputs it would in the full padded array.
         let depth = self.cnn.len();
+        let mut ranges = Vec::with_capacity(lens.len());
         for (l, (maxout, norm)) in self.cnn.iter().enumerate() {
             let margin = p.min(depth - 1 - l.min(depth - 1));
-            let mut ranges = Vec::with_capacity(lens.len());
+            ranges.clear();
             let mut block = 0;
             for &n in &lens {
                 let lo = block + p - margin;
                 ranges.push((lo, lo + n + 2 * margin, block, block + n + 2 * p));
                 block += n + 2 * p;
             }
-            let cols = seq2col_rows(&h, w, &ranges);
-            let computed = cols.len() / (3 * w);
-            let mut y = maxout.forward(&cols, computed);
-            norm.forward_in_place(&mut y);
+            let computed: usize = ranges.iter().map(|r| r.1 - r.0).sum();
+            let cols = grown(&mut scratch.cols, computed * 3 * w);
+            seq2col_rows(h, w, &ranges, cols);
+            let pieces = grown(&mut scratch.pieces, computed * maxout.linear.n_out);
+            let y = grown(&mut scratch.units, computed * w);
+            maxout.forward_into(cols, computed, pieces, y);
+            norm.forward_in_place(y);
             let mut src = 0;
             for &(lo, hi, _, _) in &ranges {
                 for (a, b) in h[lo * w..hi * w].iter_mut().zip(&y[src * w..]) {
@@ -249,12 +254,70 @@ impl Tok2Vec {
                 src += hi - lo;
             }
         }
-        let mut out = Vec::with_capacity(lens.len());
-        let mut start = 0;
+        let total: usize = lens.iter().sum();
+        let mut values = Vec::with_capacity(total * w);
+        let mut starts = Vec::with_capacity(lens.len() + 1);
+        let mut block = 0;
         for &n in &lens {
-            out.push(h[(start + p) * w..(start + p + n) * w].to_vec());
-            start += n + 2 * p;
+            starts.push(values.len() / w);
+            values.extend_from_slice(&h[(block + p) * w..(block + p + n) * w]);
+            block += n + 2 * p;
         }
-        out
+        starts.push(total);
+        TokVecs {
+            values,
+            starts,
+            width: w,
+        }
     }
+}
+
+/// The tokvecs of a batch of docs: every doc's tokens × width, contiguous in doc order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokVecs {
+    values: Vec<f32>,
+    /// The first token of each doc, then the total.
+    starts: Vec<usize>,
+    width: usize,
+}
+
+impl TokVecs {
+    /// Every token of the batch (tokens × width).
+    pub fn all(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// Doc d's tokvecs (its tokens × width).
+    pub fn doc(&self, d: usize) -> &[f32] {
+        &self.values[self.starts[d] * self.width..self.starts[d + 1] * self.width]
+    }
+
+    /// Each doc's tokvecs in order.
+    pub fn docs(&self) -> impl Iterator<Item = &[f32]> {
+        (0..self.starts.len() - 1).map(|d| self.doc(d))
+    }
+}
+
+/// Buffers a thread's forward passes reuse: a fresh multi-megabyte buffer per batch and
+/// layer cost page faults and zeroing (~6% of a parse).
+#[derive(Default)]
+struct Scratch {
+    h: Vec<f32>,
+    acc: Vec<f32>,
+    cols: Vec<f32>,
+    pieces: Vec<f32>,
+    units: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+}
+
+/// The first `len` values of `buf`, grown (with zeros) to hold them; the values are
+/// stale, so callers write before they read.
+fn grown(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
 }
