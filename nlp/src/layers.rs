@@ -45,6 +45,81 @@ pub fn matmul_bt(a: &[f32], m: usize, k: usize, b: &[f32], n: usize, out: &mut [
     }
 }
 
+/// A layer's output buffer, taken from (and given back on drop to) a small pool of the
+/// thread's earlier buffers: a batch's products are megabytes (the parser's precomputed
+/// lower layer ~8 MB), and a fresh allocation each time costs page faults and zeroing
+/// (~9% of a parse).
+pub struct Buffer {
+    buf: Vec<f32>,
+    len: usize,
+}
+
+/// Buffers a thread keeps for reuse.
+const POOLED: usize = 8;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Buffer {
+    /// `len` values, stale (whatever the buffer last held) where it was reused, so the
+    /// caller writes every value before reading it.
+    pub fn stale(len: usize) -> Buffer {
+        let mut buf = POOL
+            .with(|p| {
+                let mut pool = p.borrow_mut();
+                // The smallest buffer that holds `len` values, else the largest (grown
+                // below), so a small request does not take a big buffer.
+                let fits = (0..pool.len())
+                    .filter(|&i| pool[i].len() >= len)
+                    .min_by_key(|&i| pool[i].len());
+                let best = fits.or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()))?;
+                Some(pool.swap_remove(best))
+            })
+            .unwrap_or_default();
+        if buf.len() < len {
+            // A quarter more than asked: batches differ in size by a few tokens, and a
+            // buffer grown to each new maximum would be reallocated (copied) again and
+            // again.
+            buf.clear();
+            buf.resize(len + len / 4, 0.0);
+        }
+        Buffer { buf, len }
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer({} values)", self.len)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        // A thread being torn down has no pool left; the buffer is then freed.
+        let _ = POOL.try_with(|p| {
+            let mut pool = p.borrow_mut();
+            if pool.len() < POOLED {
+                pool.push(buf);
+            }
+        });
+    }
+}
+
 /// A dense layer `y = x · Wᵀ + b`, W of shape (n_out, n_in).
 #[derive(Debug, Clone)]
 pub struct Linear {
@@ -117,8 +192,8 @@ impl Linear {
     }
 
     /// Applies the layer to `rows` rows of `x` (rows × n_in), returning rows × n_out.
-    pub fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
-        let mut y = vec![0.0; rows * self.n_out];
+    pub fn forward(&self, x: &[f32], rows: usize) -> Buffer {
+        let mut y = Buffer::stale(rows * self.n_out);
         self.forward_into(x, rows, &mut y);
         y
     }
@@ -155,8 +230,8 @@ impl Weights {
     }
 
     /// `a (m×k) · Wᵀ`, m × n.
-    pub fn product(&self, a: &[f32], m: usize) -> Vec<f32> {
-        let mut out = vec![0.0; m * self.n];
+    pub fn product(&self, a: &[f32], m: usize) -> Buffer {
+        let mut out = Buffer::stale(m * self.n);
         product(
             a,
             m,
@@ -325,25 +400,6 @@ pub fn seq2col_rows(
             k += 1;
         }
     }
-}
-
-/// Dot product with 8 independent partial sums, so it vectorises (a plain `sum` is
-/// one sequential f32 chain).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 /// Index of the first maximum (numpy `argmax` tie-break); `None` for an empty slice.

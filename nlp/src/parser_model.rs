@@ -2,13 +2,16 @@
 //! lower layer (one GEMM over all tokens), and per-state maxout hidden + upper layer.
 //! Shared by the dependency parser and the NER (which also owns its tok2vec).
 
-use super::layers::{dot, Linear, Weights};
+use super::layers::{max_pieces, piece_major, Buffer, Linear, Weights};
 use super::thinc::ThincModel;
 use super::tok2vec::Tok2Vec;
 use super::NlpError;
 
 /// Largest hidden width × pieces the per-state buffer holds (128 in en_core_web_sm).
 const MAX_SLOT: usize = 512;
+
+/// Actions the upper layer scores at once, one per vector lane.
+const LANES: usize = 8;
 
 /// The network of a transition-based component.
 #[derive(Debug, Clone)]
@@ -25,12 +28,15 @@ pub struct ParserNetwork {
     n_features: usize,
     n_pieces: usize,
     upper: Linear,
+    /// The upper layer's weights by blocks of [`LANES`] actions: block, input, action
+    /// (zero weights past the last action).
+    upper_blocks: Vec<[f32; LANES]>,
 }
 
 /// The precomputed lower-layer inputs of a batch's tokens: tokens × nF × (nO·nP).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Precomputed {
-    values: Vec<f32>,
+    values: Buffer,
     slot: usize,
     n_features: usize,
 }
@@ -95,17 +101,23 @@ impl ParserNetwork {
         } else {
             None
         };
+        // Each slot piece-major ((nP, nO) instead of thinc's (nO, nP)), so the max over
+        // a state's pieces is an elementwise max of runs of nO values.
+        let lower_w = model.param(lower, "W", &[nf, no, np, ni])?;
+        let lower_pad = model.param(lower, "pad", &[1, nf, no, np])?;
+        let slots = |x: &[f32], width: usize| -> Vec<f32> {
+            x.chunks_exact(no * np * width)
+                .flat_map(|slot| piece_major(slot, no, np, width))
+                .collect()
+        };
         Ok(ParserNetwork {
             tok2vec,
-            lower_w: Weights::new(
-                model.param(lower, "W", &[nf, no, np, ni])?,
-                nf * no * np,
-                ni,
-            ),
-            lower_b: model.param(lower, "b", &[no, np])?,
-            lower_pad: model.param(lower, "pad", &[1, nf, no, np])?,
+            lower_w: Weights::new(slots(&lower_w, ni), nf * no * np, ni),
+            lower_b: piece_major(&model.param(lower, "b", &[no, np])?, no, np, 1),
+            lower_pad: slots(&lower_pad, 1),
             n_features: nf,
             n_pieces: np,
+            upper_blocks: action_blocks(&upper),
             projection,
             upper,
         })
@@ -164,19 +176,64 @@ impl ParserNetwork {
         for (a, b) in u.iter_mut().zip(&self.lower_b) {
             *a += b;
         }
-        hidden.clear();
-        hidden.extend(
-            u.chunks_exact(self.n_pieces)
-                .map(|p| p.iter().copied().fold(f32::NEG_INFINITY, f32::max)),
-        );
-        let n_in = self.upper.n_in;
-        for (o, row) in out.iter_mut().zip(self.upper.w.chunks_exact(n_in)) {
-            *o = dot(row, hidden);
-        }
-        for (o, b) in out.iter_mut().zip(&self.upper.b) {
-            *o += b;
+        hidden.resize(slot / self.n_pieces, 0.0);
+        max_pieces(u, hidden);
+        self.upper_scores(hidden, out);
+    }
+
+    /// `out = upper(hidden)`, [`LANES`] actions at a time, one per vector lane. Each
+    /// action's sum keeps the order of the earlier per-action dot product (partial sum
+    /// k adds inputs k, k+8, ... in order; the eight are joined in order, then the
+    /// inputs past the last multiple of 8, then the bias), so the scores are the same
+    /// values, without a horizontal sum per action.
+    fn upper_scores(&self, hidden: &[f32], out: &mut [f32]) {
+        let n_in = hidden.len();
+        let body = n_in - n_in % 8;
+        for ((w, scores), bias) in self
+            .upper_blocks
+            .chunks_exact(n_in)
+            .zip(out.chunks_mut(LANES))
+            .zip(self.upper.b.chunks(LANES))
+        {
+            let mut lanes = [[0.0f32; LANES]; 8];
+            for (x, w) in hidden[..body].chunks_exact(8).zip(w.chunks_exact(8)) {
+                for ((lane, &x), w) in lanes.iter_mut().zip(x).zip(w) {
+                    for (acc, w) in lane.iter_mut().zip(w) {
+                        *acc += x * w;
+                    }
+                }
+            }
+            let mut sum = [-0.0f32; LANES];
+            for lane in &lanes {
+                for (s, v) in sum.iter_mut().zip(lane) {
+                    *s += v;
+                }
+            }
+            let mut tail = [-0.0f32; LANES];
+            for (&x, w) in hidden[body..].iter().zip(&w[body..]) {
+                for (t, w) in tail.iter_mut().zip(w) {
+                    *t += x * w;
+                }
+            }
+            for (((o, s), t), b) in scores.iter_mut().zip(sum).zip(tail).zip(bias) {
+                *o = s + t + b;
+            }
         }
     }
+}
+
+/// The upper layer's weights by blocks of [`LANES`] actions (block, input, action),
+/// zero past the last action.
+fn action_blocks(upper: &Linear) -> Vec<[f32; LANES]> {
+    let n_in = upper.n_in;
+    let blocks = upper.n_out.div_ceil(LANES);
+    let mut out = vec![[0.0f32; LANES]; blocks * n_in];
+    for (a, row) in upper.w.chunks_exact(n_in).enumerate() {
+        for (i, &v) in row.iter().enumerate() {
+            out[(a / LANES) * n_in + i][a % LANES] = v;
+        }
+    }
+    out
 }
 
 /// A transition system's state as greedy decoding drives it.

@@ -4,7 +4,7 @@
 //! own pad rows, so its output does not depend on its neighbours.
 
 use super::hashing::hashembed_words;
-use super::layers::{matmul_bt, max_pieces, seq2col_rows, LayerNorm, Maxout};
+use super::layers::{matmul_bt, max_pieces, seq2col_rows, Buffer, LayerNorm, Maxout};
 use super::thinc::{Attr, ThincModel};
 use super::NlpError;
 
@@ -184,24 +184,17 @@ impl Tok2Vec {
     /// row-major (tokens × columns). Returns every doc's tokvecs (tokens × width), in
     /// order and contiguous.
     pub fn forward(&self, features: &[Vec<u64>]) -> TokVecs {
-        let mut scratch = SCRATCH.take();
-        let out = self.forward_with(features, &mut scratch);
-        SCRATCH.set(scratch);
-        out
-    }
-
-    fn forward_with(&self, features: &[Vec<u64>], scratch: &mut Scratch) -> TokVecs {
         let n_cols = self.columns.len();
         let w = self.width;
         let p = self.pad;
         let lens: Vec<usize> = features.iter().map(|f| f.len() / n_cols.max(1)).collect();
         // Each doc is a block of its rows with `pad` zero rows before and after.
         let rows: usize = lens.iter().map(|n| n + 2 * p).sum();
-        let h = grown(&mut scratch.h, rows * w);
+        let mut h = Buffer::stale(rows * w);
         // Embedding + reducer: gather-add the projected rows, add the bias, take the max
         // over each unit's pieces, then normalise each doc's rows.
         let n_out = self.reducer.linear.n_out;
-        let acc = grown(&mut scratch.acc, n_out);
+        let mut acc = vec![0.0f32; n_out];
         let mut block = 0;
         for (feats, &n) in features.iter().zip(&lens) {
             h[block * w..(block + p) * w].fill(0.0);
@@ -219,7 +212,7 @@ impl Tok2Vec {
                 for (a, b) in acc.iter_mut().zip(&self.reducer.linear.b) {
                     *a += b;
                 }
-                max_pieces(acc, unit);
+                max_pieces(&acc, unit);
             }
             self.reducer_norm.forward_in_place(doc);
             h[(block + p + n) * w..(block + n + 2 * p) * w].fill(0.0);
@@ -240,12 +233,12 @@ impl Tok2Vec {
                 block += n + 2 * p;
             }
             let computed: usize = ranges.iter().map(|r| r.1 - r.0).sum();
-            let cols = grown(&mut scratch.cols, computed * 3 * w);
-            seq2col_rows(h, w, &ranges, cols);
-            let pieces = grown(&mut scratch.pieces, computed * maxout.linear.n_out);
-            let y = grown(&mut scratch.units, computed * w);
-            maxout.forward_into(cols, computed, pieces, y);
-            norm.forward_in_place(y);
+            let mut cols = Buffer::stale(computed * 3 * w);
+            seq2col_rows(&h, w, &ranges, &mut cols);
+            let mut pieces = Buffer::stale(computed * maxout.linear.n_out);
+            let mut y = Buffer::stale(computed * w);
+            maxout.forward_into(&cols, computed, &mut pieces, &mut y);
+            norm.forward_in_place(&mut y);
             let mut src = 0;
             for &(lo, hi, _, _) in &ranges {
                 for (a, b) in h[lo * w..hi * w].iter_mut().zip(&y[src * w..]) {
@@ -296,28 +289,4 @@ impl TokVecs {
     pub fn docs(&self) -> impl Iterator<Item = &[f32]> {
         (0..self.starts.len() - 1).map(|d| self.doc(d))
     }
-}
-
-/// Buffers a thread's forward passes reuse: a fresh multi-megabyte buffer per batch and
-/// layer cost page faults and zeroing (~6% of a parse).
-#[derive(Default)]
-struct Scratch {
-    h: Vec<f32>,
-    acc: Vec<f32>,
-    cols: Vec<f32>,
-    pieces: Vec<f32>,
-    units: Vec<f32>,
-}
-
-thread_local! {
-    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
-}
-
-/// The first `len` values of `buf`, grown (with zeros) to hold them; the values are
-/// stale, so callers write before they read.
-fn grown(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
-    if buf.len() < len {
-        buf.resize(len, 0.0);
-    }
-    &mut buf[..len]
 }
