@@ -199,7 +199,7 @@ impl ParserNetwork {
             for (x, w) in hidden[..body].chunks_exact(8).zip(w.chunks_exact(8)) {
                 for ((lane, &x), w) in lanes.iter_mut().zip(x).zip(w) {
                     for (acc, w) in lane.iter_mut().zip(w) {
-                        *acc += x * w;
+                        *acc = x.mul_add(*w, *acc);
                     }
                 }
             }
@@ -212,7 +212,7 @@ impl ParserNetwork {
             let mut tail = [-0.0f32; LANES];
             for (&x, w) in hidden[body..].iter().zip(&w[body..]) {
                 for (t, w) in tail.iter_mut().zip(w) {
-                    *t += x * w;
+                    *t = x.mul_add(*w, *t);
                 }
             }
             for (((o, s), t), b) in scores.iter_mut().zip(sum).zip(tail).zip(bias) {
