@@ -512,16 +512,14 @@ impl Nlp {
             .map(|p| Self::features(p, &self.tok2vec.columns))
             .collect();
         let tokvecs = self.tok2vec.forward(&feats);
-        let ner_vecs = match &self.ner.tok2vec {
-            Some(t2v) => {
-                let f: Vec<Vec<u64>> = docs
-                    .iter()
-                    .map(|p| Self::features(p, &t2v.columns))
-                    .collect();
-                t2v.forward(&f)
-            }
-            None => tokvecs.clone(),
-        };
+        let ner_own = self.ner.tok2vec.as_ref().map(|t2v| {
+            let f: Vec<Vec<u64>> = docs
+                .iter()
+                .map(|p| Self::features(p, &t2v.columns))
+                .collect();
+            t2v.forward(&f)
+        });
+        let ner_vecs = ner_own.as_ref().unwrap_or(&tokvecs);
         // Tagger and both lower layers run once over every token of the batch.
         let total: usize = docs.iter().map(|p| p.tokens.len()).sum();
         let all = tokvecs.all();

@@ -248,12 +248,14 @@ impl Tok2Vec {
             }
         }
         let total: usize = lens.iter().sum();
-        let mut values = Vec::with_capacity(total * w);
+        let mut values = Buffer::stale(total * w);
         let mut starts = Vec::with_capacity(lens.len() + 1);
-        let mut block = 0;
+        let (mut block, mut start) = (0, 0);
         for &n in &lens {
-            starts.push(values.len() / w);
-            values.extend_from_slice(&h[(block + p) * w..(block + p + n) * w]);
+            starts.push(start);
+            values[start * w..(start + n) * w]
+                .copy_from_slice(&h[(block + p) * w..(block + p + n) * w]);
+            start += n;
             block += n + 2 * p;
         }
         starts.push(total);
@@ -266,9 +268,9 @@ impl Tok2Vec {
 }
 
 /// The tokvecs of a batch of docs: every doc's tokens × width, contiguous in doc order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct TokVecs {
-    values: Vec<f32>,
+    values: Buffer,
     /// The first token of each doc, then the total.
     starts: Vec<usize>,
     width: usize,
