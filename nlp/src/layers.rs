@@ -446,6 +446,82 @@ mod tests {
         assert_eq!(y, vec![3., 4., 5.]);
     }
 
+    /// `x[i] = ((7919·i mod 1000) − 500) · 10^(i mod 5) / 7` in f32, as NumPy makes it.
+    fn ragged(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 10f32.powi((i % 5) as i32) / 7.0)
+            .collect()
+    }
+
+    #[test]
+    fn sums_round_as_numpy_does() {
+        // NumPy 2 (`x.reshape(1, -1).sum(axis=1)`, `.mean(axis=1)`, `.var(axis=1)`) on
+        // `ragged(n)`: the bits of its sum, mean and variance. A sequential sum gives
+        // 0xc993ac6d for 96 and 0xc8a0036c for 300.
+        for (n, sum, mean, var) in [
+            (5, 0x488f4f52u32, 0x47654bb6u32, 0x500d248fu32),
+            (96, 0xc993ac6b, 0xc644e5e4, 0x50ed1624),
+            (300, 0xc8a00364, 0xc4888b6d, 0x50ff2b83),
+        ] {
+            let x = ragged(n);
+            assert_eq!(numpy_sum(&x).to_bits(), sum, "sum of {n}");
+            let mu = numpy_sum(&x) / n as f32;
+            assert_eq!(mu.to_bits(), mean, "mean of {n}");
+            let sq: Vec<f32> = x.iter().map(|v| (v - mu) * (v - mu)).collect();
+            assert_eq!(
+                (numpy_sum(&sq) / n as f32).to_bits(),
+                var,
+                "variance of {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn layer_norm_uses_numpy_moments() {
+        let x = ragged(96);
+        let norm = LayerNorm {
+            g: vec![1.0; 96],
+            b: vec![0.0; 96],
+        };
+        let mut y = x.clone();
+        norm.forward_in_place(&mut y);
+        let (mu, var) = (f32::from_bits(0xc644e5e4), f32::from_bits(0x50ed1624));
+        let inv = (var + 1e-8).powf(-0.5);
+        for (got, v) in y.iter().zip(&x) {
+            assert_eq!(got.to_bits(), ((v - mu) * inv).to_bits());
+        }
+    }
+
+    #[test]
+    fn maxout_takes_each_units_max_over_its_pieces() {
+        // thinc's layout: W (2 units, 3 pieces, 1 input), b (2, 3); x = 1.
+        let w = vec![1.0, 5.0, 2.0, -1.0, -3.0, -2.0];
+        let b = vec![0.0, 0.0, 4.0, 0.0, 0.0, 0.0];
+        let m = Maxout::new(w, b, 2, 3, 1);
+        let (mut pieces, mut out) = (vec![f32::NAN; 6], vec![f32::NAN; 2]);
+        m.forward_into(&[1.0], 1, &mut pieces, &mut out);
+        assert_eq!(out, vec![6.0, -1.0]);
+        assert_eq!(
+            piece_major(&[1., 2., 3., 4., 5., 6.], 3, 2, 1),
+            vec![1., 3., 5., 2., 4., 6.]
+        );
+    }
+
+    #[test]
+    fn pooled_buffers_are_reused_best_fit() {
+        let big = Buffer::stale(1000);
+        let small = Buffer::stale(10);
+        let (big_ptr, small_ptr) = (big.as_ptr(), small.as_ptr());
+        drop(big);
+        drop(small);
+        // The smallest pooled buffer that fits, not the biggest.
+        let again = Buffer::stale(8);
+        assert_eq!(again.as_ptr(), small_ptr);
+        assert_eq!(again.len(), 8);
+        let other = Buffer::stale(900);
+        assert_eq!(other.as_ptr(), big_ptr);
+    }
+
     #[test]
     fn argmax_takes_the_first_maximum() {
         assert_eq!(argmax(&[1.0, 3.0, 3.0]), Some(1));
