@@ -1,9 +1,10 @@
 """Write a JSONL of {"id", "source", "text"} drawn from the shared data sets, for the
 spaCy parity and speed comparisons (stdlib only; deterministic for a given seed).
 
-usage: python3 make_texts.py SHARED_DATA_DIR OUT.jsonl [--count N] [--seed S]
+usage: python3 make_texts.py SHARED_DATA_DIR OUT.jsonl [--count N | --min-words W] [--seed S]
        python3 make_texts.py --golden GOLDEN.jsonl OUT.jsonl --min-words W
-The second form repeats the golden texts until they hold at least W words.
+The first form samples N distinct texts (or as many as hold at least W words); the
+second repeats the golden texts until they hold at least W words.
 """
 import argparse
 import csv
@@ -61,16 +62,25 @@ def main():
     ap.add_argument("--count", type=int, default=2500)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--golden", action="store_true", help="SRC is the golden JSONL; repeat it")
-    ap.add_argument("--min-words", type=int, default=100_000)
+    ap.add_argument("--min-words", type=int)
     a = ap.parse_args()
     if a.golden:
         with open(a.src, encoding="utf8") as f:
             texts = [("golden", json.loads(line)["text"]) for line in f]
         rows, words = [], 0
-        while words < a.min_words:
+        while words < (a.min_words or 100_000):
             for t in texts:
                 rows.append(t)
                 words += len(t[1].split())
+    elif a.min_words:
+        rows, words = [], 0
+        for row in sample(a.src, 40_000, a.seed):
+            if words >= a.min_words:
+                break
+            rows.append(row)
+            words += len(row[1].split())
+        if words < a.min_words:
+            raise SystemExit("the data sets hold only %d words of distinct texts" % words)
     else:
         rows = sample(a.src, a.count, a.seed)
     with open(a.out, "w", encoding="utf8") as f:

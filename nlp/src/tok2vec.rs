@@ -54,6 +54,8 @@ pub struct Tok2Vec {
     cnn: Vec<(Maxout, LayerNorm)>,
     pad: usize,
     width: usize,
+    /// The embedding stage's output per distinct feature row (see [`EmbedCache`]).
+    cache: EmbedCache,
 }
 
 impl Tok2Vec {
@@ -111,6 +113,12 @@ impl Tok2Vec {
             }
         }
         let columns = columns.ok_or_else(|| bad("extract_features", "no such node".into()))?;
+        if columns.len() > MAX_COLUMNS {
+            return Err(bad(
+                "extract_features.columns",
+                format!("{} columns, at most {MAX_COLUMNS}", columns.len()),
+            ));
+        }
         let pad = pad.ok_or_else(|| bad("with_array(residual…).pad", "missing".into()))?;
         embeds.sort_by_key(|e| e.column);
         if embeds.len() != columns.len() || embeds.iter().enumerate().any(|(i, e)| e.column != i) {
@@ -172,12 +180,34 @@ impl Tok2Vec {
             cnn: maxouts.zip(norms).collect(),
             pad,
             width,
+            cache: EmbedCache::default(),
         })
     }
 
     /// Output width (96 for en_core_web_sm).
     pub fn width(&self) -> usize {
         self.width
+    }
+
+    /// The embedding stage for one token's feature ids `tok` into `row` (width): the
+    /// projected table rows gathered and added, the bias, the max over each unit's
+    /// pieces, then the reducer's LayerNorm. `acc` holds the pieces.
+    fn embed(&self, tok: &[u64], acc: &mut [f32], row: &mut [f32]) {
+        let n_out = self.reducer.linear.n_out;
+        acc.fill(0.0);
+        for e in &self.embeds {
+            for word in hashembed_words(tok[e.column], e.seed) {
+                let r = (word as usize) % e.rows;
+                for (a, v) in acc.iter_mut().zip(&e.projected[r * n_out..(r + 1) * n_out]) {
+                    *a += v;
+                }
+            }
+        }
+        for (a, b) in acc.iter_mut().zip(&self.reducer.linear.b) {
+            *a += b;
+        }
+        max_pieces(acc, row);
+        self.reducer_norm.forward_in_place(row);
     }
 
     /// Runs the network on a batch of docs. `features[d]` holds doc d's feature ids,
@@ -193,31 +223,29 @@ impl Tok2Vec {
         let mut h = Buffer::stale(rows * w);
         // Embedding + reducer: gather-add the projected rows, add the bias, take the max
         // over each unit's pieces, then normalise each doc's rows.
-        let n_out = self.reducer.linear.n_out;
-        let mut acc = vec![0.0f32; n_out];
+        // A token's row after this stage depends on its feature ids alone, and most
+        // tokens of a text repeat earlier ones: rows come from the cache, and only new
+        // feature rows are computed (and kept).
+        let mut acc = vec![0.0f32; self.reducer.linear.n_out];
+        let mut cache = self.cache.lock();
         let mut block = 0;
         for (feats, &n) in features.iter().zip(&lens) {
             h[block * w..(block + p) * w].fill(0.0);
             let doc = &mut h[(block + p) * w..(block + p + n) * w];
-            for (tok, unit) in feats.chunks_exact(n_cols).zip(doc.chunks_exact_mut(w)) {
-                acc.fill(0.0);
-                for e in &self.embeds {
-                    for word in hashembed_words(tok[e.column], e.seed) {
-                        let r = (word as usize) % e.rows;
-                        for (a, v) in acc.iter_mut().zip(&e.projected[r * n_out..(r + 1) * n_out]) {
-                            *a += v;
-                        }
-                    }
+            for (tok, row) in feats.chunks_exact(n_cols).zip(doc.chunks_exact_mut(w)) {
+                let mut key = [0u64; MAX_COLUMNS];
+                key[..n_cols].copy_from_slice(tok);
+                if let Some(&at) = cache.index.get(&key) {
+                    row.copy_from_slice(&cache.rows[at * w..(at + 1) * w]);
+                    continue;
                 }
-                for (a, b) in acc.iter_mut().zip(&self.reducer.linear.b) {
-                    *a += b;
-                }
-                max_pieces(&acc, unit);
+                self.embed(tok, &mut acc, row);
+                cache.insert(key, row);
             }
-            self.reducer_norm.forward_in_place(doc);
             h[(block + p + n) * w..(block + n + 2 * p) * w].fill(0.0);
             block += n + 2 * p;
         }
+        drop(cache);
         // Layer l only needs rows within (depth − 1 − l) of a real token: rows further
         // out influence no real token's final vector, so they are not computed. Each
         // computed row sees exactly the inputs it would in the full padded array.
@@ -290,5 +318,54 @@ impl TokVecs {
     /// Each doc's tokvecs in order.
     pub fn docs(&self) -> impl Iterator<Item = &[f32]> {
         (0..self.starts.len() - 1).map(|d| self.doc(d))
+    }
+}
+
+/// Most feature columns a tok2vec reads (the [`FeatureColumn`]s).
+const MAX_COLUMNS: usize = 6;
+
+/// Feature rows the embedding cache keeps before it starts over (~400 bytes each at
+/// width 96: ~20 MB).
+const EMBED_CACHE_ROWS: usize = 50_000;
+
+/// The embedding stage's output (after the reducer's LayerNorm) per distinct feature
+/// row: a pure function of the ids, computed once and copied after (the same values,
+/// as every row is computed alone). A batch takes the lock once.
+#[derive(Default)]
+struct EmbedCache(std::sync::Mutex<CachedRows>);
+
+#[derive(Default)]
+struct CachedRows {
+    index: rustc_hash::FxHashMap<[u64; MAX_COLUMNS], usize>,
+    rows: Vec<f32>,
+}
+
+impl CachedRows {
+    fn insert(&mut self, key: [u64; MAX_COLUMNS], row: &[f32]) {
+        if self.index.len() >= EMBED_CACHE_ROWS {
+            self.index.clear();
+            self.rows.clear();
+        }
+        self.index.insert(key, self.rows.len() / row.len());
+        self.rows.extend_from_slice(row);
+    }
+}
+
+impl EmbedCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CachedRows> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A clone starts with an empty cache.
+impl Clone for EmbedCache {
+    fn clone(&self) -> Self {
+        EmbedCache::default()
+    }
+}
+
+impl std::fmt::Debug for EmbedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EmbedCache({} rows)", self.lock().index.len())
     }
 }
