@@ -324,9 +324,10 @@ impl TokVecs {
 /// Most feature columns a tok2vec reads (the [`FeatureColumn`]s).
 const MAX_COLUMNS: usize = 6;
 
-/// Feature rows the embedding cache keeps before it starts over (~400 bytes each at
-/// width 96: ~20 MB).
-const EMBED_CACHE_ROWS: usize = 50_000;
+/// Feature rows the embedding cache keeps before it starts over: ~440 bytes each at
+/// width 96 with its key, ~9 MB per tok2vec (en_core_web_sm has two, the shared one and
+/// the NER's). A text's tokens are mostly among the commonest few thousand.
+const EMBED_CACHE_ROWS: usize = 20_000;
 
 /// The embedding stage's output (after the reducer's LayerNorm) per distinct feature
 /// row: a pure function of the ids, computed once and copied after (the same values,
