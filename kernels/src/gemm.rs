@@ -609,6 +609,34 @@ unsafe fn tile_store<const P: usize>(
     }
 }
 
+/// [`Tile::run`] of a 12-row AVX-512 kernel generic over its panel count: `$kernel`
+/// for two panels or one.
+macro_rules! run_12xp {
+    ($kernel:ident, $e:ty) => {
+        #[inline(always)]
+        unsafe fn run(
+            panels: usize,
+            kc: usize,
+            a: *const $e,
+            b: *const $e,
+            panel: usize,
+            c: *mut f32,
+            ldc: usize,
+            accumulate: bool,
+        ) {
+            // SAFETY (each): as the trait's contract (the kernel's features enabled by
+            // the caller).
+            #[cfg(target_arch = "x86_64")]
+            match panels {
+                2 => unsafe { $kernel::<2>(kc, a, b, panel, c, ldc, accumulate) },
+                _ => unsafe { $kernel::<1>(kc, a, b, panel, c, ldc, accumulate) },
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            unreachable!("{panels} {kc} {a:?} {b:?} {panel} {c:?} {ldc} {accumulate}")
+        }
+    };
+}
+
 /// The AVX-512 kernel: 12 rows, two panels (one 16-lane vector a panel and row).
 struct Avx512;
 
@@ -622,26 +650,7 @@ impl Tile for Avx512 {
         values[0]
     }
 
-    #[inline(always)]
-    unsafe fn run(
-        panels: usize,
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        panel: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        // SAFETY (each): as the trait's contract (AVX-512 F enabled by the caller).
-        #[cfg(target_arch = "x86_64")]
-        match panels {
-            2 => unsafe { kernel_12xp::<2>(kc, a, b, panel, c, ldc, accumulate) },
-            _ => unsafe { kernel_12xp::<1>(kc, a, b, panel, c, ldc, accumulate) },
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("{panels} {kc} {a:?} {b:?} {panel} {c:?} {ldc} {accumulate}")
-    }
+    run_12xp!(kernel_12xp, f32);
 }
 
 /// `C[12 × 16·P] (+)= A_tile · B` over `kc` steps, as [`Tile::run`]: `P` panels of
@@ -695,26 +704,7 @@ impl Tile for Bf16 {
         bf16_pair(values)
     }
 
-    #[inline(always)]
-    unsafe fn run(
-        panels: usize,
-        steps: usize,
-        a: *const u32,
-        b: *const u32,
-        panel: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        // SAFETY (each): as the trait's contract (AVX-512 BF16 enabled by the caller).
-        #[cfg(target_arch = "x86_64")]
-        match panels {
-            2 => unsafe { kernel_bf16_12xp::<2>(steps, a, b, panel, c, ldc, accumulate) },
-            _ => unsafe { kernel_bf16_12xp::<1>(steps, a, b, panel, c, ldc, accumulate) },
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("{panels} {steps} {a:?} {b:?} {panel} {c:?} {ldc} {accumulate}")
-    }
+    run_12xp!(kernel_bf16_12xp, u32);
 }
 
 /// `C[12 × 16·P] (+)= A_tile · B` over `steps` pairs of depth steps, as [`Tile::run`]:

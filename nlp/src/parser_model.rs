@@ -181,11 +181,10 @@ impl ParserNetwork {
         self.upper_scores(hidden, out);
     }
 
-    /// `out = upper(hidden)`, [`LANES`] actions at a time, one per vector lane. Each
-    /// action's sum keeps the order of the earlier per-action dot product (partial sum
-    /// k adds inputs k, k+8, ... in order; the eight are joined in order, then the
-    /// inputs past the last multiple of 8, then the bias), so the scores are the same
-    /// values, without a horizontal sum per action.
+    /// `out = upper(hidden)`, [`LANES`] actions at a time, one per vector lane, so no
+    /// action needs a horizontal sum: per action, partial sum k takes inputs k, k+8, ...
+    /// by fused multiply-adds; the eight are joined in order, then the inputs past the
+    /// last multiple of 8, then the bias.
     fn upper_scores(&self, hidden: &[f32], out: &mut [f32]) {
         let n_in = hidden.len();
         let body = n_in - n_in % 8;
