@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod affix;
 mod annotate;
 mod arc_eager;
 mod attribute_ruler;

@@ -2,10 +2,10 @@
 //! whitespace chunking, special cases, the prefix/suffix/infix/URL affix loop and the
 //! final special-case matcher pass, with code-point offsets.
 
+use super::affix::AffixRegex;
 use super::lexeme::py_is_space;
 use super::msgpack::Value;
 use super::NlpError;
-use fancy_regex::Regex;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -46,10 +46,10 @@ struct Piece {
 /// The tokenizer of one pipeline: compiled affix regexes and the special cases.
 #[derive(Debug)]
 pub struct Tokenizer {
-    prefix: Option<Regex>,
-    suffix: Option<Regex>,
-    infix: Option<Regex>,
-    url: Option<Regex>,
+    prefix: Option<AffixRegex>,
+    suffix: Option<AffixRegex>,
+    infix: Option<AffixRegex>,
+    url: Option<AffixRegex>,
     exceptions: HashMap<String, Vec<Piece>>,
     /// Token texts (joined with NUL) of exceptions that the affix rules would split,
     /// mapped to the exception key (the "special matcher" patterns, Step D).
@@ -120,10 +120,10 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 /// Entries after which the chunk cache starts over, bounding its memory.
 const CHUNK_CACHE_LIMIT: usize = 100_000;
 
-fn compile(data: &Value<'_>, key: &str) -> Result<Option<Regex>, NlpError> {
+fn compile(data: &Value<'_>, key: &str) -> Result<Option<AffixRegex>, NlpError> {
     match data.get(key) {
         None | Some(Value::Nil) => Ok(None),
-        Some(Value::Str(src)) => Regex::new(&python_regex_to_rust(src))
+        Some(Value::Str(src)) => AffixRegex::new(&python_regex_to_rust(src))
             .map(Some)
             .map_err(|e| NlpError::Format {
                 file: "tokenizer".into(),
@@ -140,7 +140,7 @@ fn compile(data: &Value<'_>, key: &str) -> Result<Option<Regex>, NlpError> {
 
 /// Match length in bytes of a search (`end - start`), 0 without a match. A regex that
 /// exceeds fancy-regex's backtrack limit counts as no match (logged).
-fn search_len(re: &Option<Regex>, s: &str) -> usize {
+fn search_len(re: &Option<AffixRegex>, s: &str) -> usize {
     let Some(re) = re else { return 0 };
     match re.find(s) {
         Ok(Some(m)) => m.end() - m.start(),
@@ -275,17 +275,11 @@ impl Tokenizer {
         let Some(re) = &self.infix else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        for m in re.find_iter(s) {
-            match m {
-                Ok(m) => out.push((m.start(), m.end())),
-                Err(e) => {
-                    tracing::warn!(error = %e, "infix regex gave up; remaining infixes ignored");
-                    break;
-                }
-            }
+        let (found, error) = re.find_all(s);
+        if let Some(e) = error {
+            tracing::warn!(error = %e, "infix regex gave up; remaining infixes ignored");
         }
-        out
+        found
     }
 
     fn url_match(&self, s: &str) -> bool {
@@ -543,7 +537,8 @@ mod tests {
         assert_eq!(python_regex_to_rust(r"\U0001F200"), r"\x{1F200}");
         assert_eq!(python_regex_to_rust(r"(?u)\'\d"), r"\x{27}\d");
         assert_eq!(python_regex_to_rust(r"[\&\&]"), r"[\x{26}\x{26}]");
-        let re = Regex::new(&python_regex_to_rust(r"(?<=[0-9])\%$")).expect("compiles");
+        let re =
+            fancy_regex::Regex::new(&python_regex_to_rust(r"(?<=[0-9])\%$")).expect("compiles");
         assert!(re.is_match("10%").expect("no backtrack limit"));
     }
 }
