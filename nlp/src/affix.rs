@@ -3,7 +3,8 @@
 //! alternative at every position. Most chunks (plain words) match none of them. Each
 //! pattern therefore carries a lookaround-free over-approximation that the `regex`
 //! crate runs as a DFA: when it finds no match in a text, the pattern has none either,
-//! and the VM is skipped. Results are the same with or without it.
+//! and the VM is skipped; when it finds one, the VM starts where the prefilter's match
+//! starts, not at the text's start. Results are the same with or without it.
 
 use fancy_regex::{Assertion, Expr, LookAround};
 
@@ -30,9 +31,14 @@ impl AffixRegex {
         Ok(AffixRegex { re, maybe })
     }
 
-    /// False only when the pattern cannot match anywhere in `text`.
-    fn may_match(&self, text: &str) -> bool {
-        self.maybe.as_ref().is_none_or(|m| m.is_match(text))
+    /// Where in `text` the pattern's first match can start at the earliest (the start
+    /// of the prefilter's leftmost match: each match of the pattern starts at or after
+    /// one of the prefilter's), or `None` when it cannot match anywhere.
+    fn earliest_start(&self, text: &str) -> Option<usize> {
+        match &self.maybe {
+            Some(m) => m.find(text).map(|m| m.start()),
+            None => Some(0),
+        }
     }
 
     /// `fancy_regex::Regex::find`.
@@ -40,10 +46,10 @@ impl AffixRegex {
         &self,
         text: &'t str,
     ) -> fancy_regex::Result<Option<fancy_regex::Match<'t>>> {
-        if !self.may_match(text) {
-            return Ok(None);
+        match self.earliest_start(text) {
+            Some(start) => self.re.find_from_pos(text, start),
+            None => Ok(None),
         }
-        self.re.find(text)
     }
 
     /// `fancy_regex::Regex::find_from_pos`: lookbehinds see `text` before `pos`, which
@@ -53,17 +59,17 @@ impl AffixRegex {
         text: &'t str,
         pos: usize,
     ) -> fancy_regex::Result<Option<fancy_regex::Match<'t>>> {
-        if !self.may_match(text) {
-            return Ok(None);
+        match self.earliest_start(text) {
+            Some(start) => self.re.find_from_pos(text, pos.max(start)),
+            None => Ok(None),
         }
-        self.re.find_from_pos(text, pos)
     }
 
     /// Start and end of every non-overlapping match, in order; stops at the first
     /// error (returned beside the matches found before it).
     pub(crate) fn find_all(&self, text: &str) -> (Vec<(usize, usize)>, Option<fancy_regex::Error>) {
         let mut out = Vec::new();
-        if !self.may_match(text) {
+        if self.earliest_start(text).is_none() {
             return (out, None);
         }
         for m in self.re.find_iter(text) {
@@ -194,15 +200,18 @@ mod tests {
                 })
             });
             for s in texts {
-                let exact = affix.re.find(&s).expect("no backtrack limit").is_some();
-                if exact {
+                let exact = affix.re.find(&s).expect("no backtrack limit");
+                let earliest = affix.earliest_start(&s);
+                if let Some(m) = &exact {
                     assert!(
-                        affix.may_match(&s),
-                        "{pattern} matches {s:?}, its prefilter does not"
+                        earliest.is_some_and(|e| e <= m.start()),
+                        "{pattern} matches {s:?} at {}, its prefilter from {earliest:?}",
+                        m.start()
                     );
                 }
-                rejected += usize::from(!affix.may_match(&s));
-                assert_eq!(affix.find(&s).expect("runs").is_some(), exact);
+                rejected += usize::from(earliest.is_none());
+                let found = affix.find(&s).expect("runs");
+                assert_eq!(found.map(|m| m.range()), exact.map(|m| m.range()));
             }
         }
         assert!(rejected > 0);

@@ -6,7 +6,7 @@ use super::affix::AffixRegex;
 use super::lexeme::py_is_space;
 use super::msgpack::Value;
 use super::NlpError;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 /// spaCy attribute ids used as keys inside the exceptions table.
@@ -160,7 +160,7 @@ impl Tokenizer {
             field: field.to_string(),
             message,
         };
-        let mut exceptions = HashMap::new();
+        let mut exceptions = HashMap::default();
         let table = data
             .get("exceptions")
             .and_then(Value::as_map)
@@ -200,10 +200,10 @@ impl Tokenizer {
             infix: compile(data, "infix_finditer")?,
             url: compile(data, "url_match")?,
             exceptions,
-            special_patterns: HashMap::new(),
-            special_first: HashSet::new(),
+            special_patterns: HashMap::default(),
+            special_first: HashSet::default(),
             max_pattern_len: 0,
-            chunk_cache: Mutex::new(HashMap::new()),
+            chunk_cache: Mutex::new(HashMap::default()),
         };
         tok.build_special_patterns();
         Ok(tok)
@@ -214,8 +214,8 @@ impl Tokenizer {
     fn build_special_patterns(&mut self) {
         let mut keys: Vec<&String> = self.exceptions.keys().collect();
         keys.sort();
-        let mut patterns = HashMap::new();
-        let mut first = HashSet::new();
+        let mut patterns = HashMap::default();
+        let mut first = HashSet::default();
         let mut max_len = 0;
         for key in keys {
             let joins = self.prefix_len(key) > 0
