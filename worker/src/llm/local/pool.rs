@@ -83,6 +83,9 @@ struct Shared {
     handles: OnceLock<Vec<Thread>>,
 }
 
+/// The cursor of a closed job: past any job's items, so nothing is claimed.
+const CLOSED: usize = u32::MAX as usize;
+
 const fn pack(generation: u32, next: usize) -> u64 {
     ((generation as u64) << 32) | next as u64
 }
@@ -212,10 +215,17 @@ impl Pool {
             return;
         }
         assert!(
-            u32::try_from(items).is_ok(),
+            items < CLOSED,
             "pool: {items} items do not fit the claim word"
         );
         let mut last = self.call.lock().unwrap_or_else(|e| e.into_inner());
+        // Close the previous job before its fields are rewritten. A thread that read its
+        // state while its last range was claimed may go on to read this job's item count
+        // (larger) and see items left; its claim, a compare-and-swap from the state it
+        // read, must then fail, or it would run a range of a closure that has returned.
+        self.shared
+            .state
+            .store(pack(*last, CLOSED), Ordering::SeqCst);
         let generation = last.wrapping_add(1);
         *last = generation;
         let s = &*self.shared;
@@ -339,6 +349,28 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A small job right after a larger one never gets a range of the larger one's
+    /// leftover count (a thread late from the last job claiming into this one), over
+    /// many back-to-back jobs.
+    #[test]
+    fn back_to_back_jobs_of_different_sizes_stay_in_bounds() {
+        let pool = Pool::new(3);
+        for round in 0..5_000 {
+            let items = if round % 2 == 0 { 2 } else { 48 };
+            let hits: Vec<AtomicU32> = (0..items).map(|_| AtomicU32::new(0)).collect();
+            pool.run(items, |range| {
+                assert!(range.end <= items, "{range:?} of a job of {items}");
+                for i in range {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "round {round}"
+            );
         }
     }
 
