@@ -326,10 +326,13 @@ pub struct ModelSpec {
 pub const DEFAULT_GENERATION_TIMEOUT_S: u32 = 1800;
 
 /// Most sequences in one decode batch of a local model on `device` (the sweep does not
-/// set it): enough to read each weight once for many tokens on a CPU; more pays on a GPU.
+/// set it): enough to read each weight once for many tokens on a CPU. On a GPU more pays
+/// (Qwen3-8B's shape on an H200: 2,096 tokens/s at 32 in flight, 3,310 at 64, 4,118 at
+/// 128), and the engine takes fewer where the GPU's free memory after the load holds the
+/// keys and values of fewer sequences at their generation limit.
 pub fn default_max_batch(device: &str) -> usize {
     if device.starts_with("cuda") {
-        32
+        128
     } else {
         8
     }

@@ -92,6 +92,13 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
     let backend = LocalBackend::load(&settings)
         .with_context(|| format!("loading {}", args.model.display()))?;
     let load_seconds = load_started.elapsed().as_secs_f64();
+    let held = credence_worker::llm::Generator::max_in_flight(&backend);
+    if held < max_batch {
+        eprintln!(
+            "bench-llm: the device's free memory after the load holds {held} sequences in \
+             flight, not {max_batch}: larger --in-flight figures run {held} at a time"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -37,7 +37,7 @@ impl std::fmt::Display for KvError {
                 *needed as f64 / GIB,
                 *free as f64 / GIB
             ),
-            KvError::Device(e) => write!(f, "{e}"),
+            KvError::Device(e) => write!(f, "{}", error_text(e)),
         }
     }
 }
@@ -65,15 +65,81 @@ impl KvError {
     pub fn is_memory(&self) -> bool {
         match self {
             KvError::Memory { .. } => true,
-            KvError::Device(e) => e.to_string().contains("OUT_OF_MEMORY"),
+            KvError::Device(e) => is_out_of_memory(e),
         }
+    }
+}
+
+/// Whether a device error is the device's own out-of-memory (CUDA's
+/// `CUDA_ERROR_OUT_OF_MEMORY`, as candle reports it).
+pub fn is_out_of_memory(e: &candle_core::Error) -> bool {
+    error_text(e).contains("OUT_OF_MEMORY")
+}
+
+/// A device error's message for a request's answer: without the stack trace candle
+/// attaches wherever `RUST_BACKTRACE` is set (a dozen lines of frames in a result row).
+pub fn error_text(e: &candle_core::Error) -> String {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => error_text(inner),
+        candle_core::Error::Context { inner, context } => {
+            format!("{context}: {}", error_text(inner))
+        }
+        candle_core::Error::WithPath { inner, path } => {
+            format!("{}: {}", path.display(), error_text(inner))
+        }
+        other => other.to_string(),
     }
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// Memory a decode step's activations and the allocator need beside the keys and values.
-const HEADROOM: usize = 2 << 30;
+/// Memory a decode step needs whatever its size: cuBLAS's workspace and the allocator's
+/// rounding.
+const STEP_FIXED: usize = 256 << 20;
+
+/// What a decode step allocates beside the keys and values, as the model's shape sets it:
+/// the headroom kept free when the buffers grow, and part of what bounds the sequences in
+/// flight ([`BatchKv::fitting_rows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepMemory {
+    /// Bytes per sequence: the activations live at once at the widest point of a block
+    /// and the logits.
+    pub per_row: usize,
+    /// Bytes per sequence and attended position: the attention's scores and weights.
+    pub per_row_position: usize,
+}
+
+impl StepMemory {
+    /// The estimate for a model of `hidden` and `mlp` widths, `heads` query heads and a
+    /// vocabulary of `vocab`, with activations of `activation_bytes`.
+    pub fn of(
+        hidden: usize,
+        mlp: usize,
+        heads: usize,
+        vocab: usize,
+        activation_bytes: usize,
+    ) -> Self {
+        StepMemory {
+            // The residual, a norm's output, the queries, keys, values and the attention's
+            // output (at most eight rows of `hidden`), the MLP's gate, up, activation and
+            // product (four of `mlp`); the logits in f32, soft-capped and compared (three).
+            per_row: (8 * hidden + 4 * mlp) * activation_bytes + 3 * vocab * 4,
+            // Scores in f32, masked, their softmax, and the weights in the activations' type.
+            per_row_position: heads * (3 * 4 + activation_bytes),
+        }
+    }
+
+    /// The headroom of a step over `rows` sequences attending over `positions`: twice the
+    /// estimate (freed buffers are reused only once the allocator has them back), and the
+    /// fixed part.
+    pub fn bytes(&self, rows: usize, positions: usize) -> usize {
+        let live = rows.saturating_mul(self.per_row).saturating_add(
+            rows.saturating_mul(positions)
+                .saturating_mul(self.per_row_position),
+        );
+        STEP_FIXED.saturating_add(live.saturating_mul(2))
+    }
+}
 
 /// Free bytes on the device where it can tell (CUDA); `None` on the CPU.
 pub fn free_bytes(device: &Device) -> Option<usize> {
@@ -104,19 +170,22 @@ pub struct BatchKv {
     head_dim: usize,
     dtype: DType,
     device: Device,
+    step: StepMemory,
 }
 
 /// Positions a buffer holds at first; it doubles as sequences grow.
 const FIRST_CAPACITY: usize = 256;
 
 impl BatchKv {
-    /// An empty cache for `layers` blocks of `kv_heads` heads of `head_dim`.
+    /// An empty cache for `layers` blocks of `kv_heads` heads of `head_dim`, whose decode
+    /// steps need `step` beside it.
     pub fn new(
         layers: usize,
         kv_heads: usize,
         head_dim: usize,
         dtype: DType,
         device: &Device,
+        step: StepMemory,
     ) -> Self {
         BatchKv {
             k: Vec::new(),
@@ -129,7 +198,31 @@ impl BatchKv {
             head_dim,
             dtype,
             device: device.clone(),
+            step,
         }
+    }
+
+    /// How many sequences of `positions` each fit in `free` bytes with their decode
+    /// step's headroom. The buffers grow by doubling (rows from four, positions from
+    /// [`FIRST_CAPACITY`]), so this is the most rows of such a buffer that fit, while a
+    /// tenth of `free` stays for prefills and the kept prompts of prefix reuse; 1 where
+    /// not even four fit (that sequence then fails alone, with the memory it lacked).
+    pub fn fitting_rows(&self, free: usize, positions: usize) -> usize {
+        let budget = free - free / 10;
+        let capacity = positions.max(FIRST_CAPACITY).next_power_of_two();
+        let bytes = |rows: usize| {
+            rows.saturating_mul(capacity)
+                .saturating_mul(self.bytes_per_position())
+                .saturating_add(self.step.bytes(rows, capacity))
+        };
+        if bytes(4) > budget {
+            return 1;
+        }
+        let mut rows = 4usize;
+        while rows < (1 << 20) && bytes(rows * 2) <= budget {
+            rows *= 2;
+        }
+        rows
     }
 
     /// Sequences held.
@@ -174,7 +267,9 @@ impl BatchKv {
         if let Some(free) = free_bytes(&self.device) {
             // Buffers are replaced one at a time: the old one of a layer lives beside its
             // new one until the copy is made.
-            let needed = grown - held + self.rows * self.capacity * per_layer_position + HEADROOM;
+            let needed = grown - held
+                + self.rows * self.capacity * per_layer_position
+                + self.step.bytes(new_rows, new_capacity);
             if needed > free {
                 return Err(KvError::Memory { needed, free });
             }
@@ -316,6 +411,81 @@ impl BatchKv {
     pub(crate) fn end_step(&mut self) {
         for len in &mut self.lens {
             *len += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Qwen3-8B's shape in bf16: 36 layers of 8 key/value heads of 128.
+    fn qwen3_8b() -> BatchKv {
+        let step = StepMemory::of(4096, 12288, 32, 151_936, 2);
+        BatchKv::new(36, 8, 128, DType::BF16, &Device::Cpu, step)
+    }
+
+    #[test]
+    fn error_text_leaves_out_backtraces_and_keeps_context() {
+        let oom = || candle_core::Error::Msg("DriverError(CUDA_ERROR_OUT_OF_MEMORY)".into());
+        let traced = candle_core::Error::WithBacktrace {
+            inner: Box::new(oom()),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert_eq!(error_text(&traced), "DriverError(CUDA_ERROR_OUT_OF_MEMORY)");
+        assert!(is_out_of_memory(&traced));
+        let framed = traced.context("the prefill");
+        assert_eq!(
+            error_text(&framed),
+            "the prefill: DriverError(CUDA_ERROR_OUT_OF_MEMORY)"
+        );
+        assert!(!is_out_of_memory(&candle_core::Error::Msg(
+            "shape mismatch".into()
+        )));
+        let kv = KvError::Device(framed);
+        assert!(kv.is_memory());
+        assert!(!kv.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn step_memory_grows_with_rows_and_positions() {
+        let step = qwen3_8b().step;
+        // Per row: (8 * 4096 + 4 * 12288) * 2 bytes of activations, 3 * 151,936 * 4 of
+        // logits; per row and position: 32 heads * (3 * 4 + 2).
+        assert_eq!(step.per_row, 163_840 + 1_823_232);
+        assert_eq!(step.per_row_position, 448);
+        assert_eq!(step.bytes(0, 0), STEP_FIXED);
+        assert_eq!(
+            step.bytes(3, 100),
+            STEP_FIXED + 2 * (3 * step.per_row + 300 * step.per_row_position)
+        );
+        assert_eq!(step.bytes(usize::MAX, usize::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn fitting_rows_is_the_largest_doubling_that_fits_nine_tenths_of_free() {
+        let kv = qwen3_8b();
+        // 2,048 positions: 301,989,888 bytes of keys and values a row, 5,809,152 of step
+        // headroom. Nine tenths of 20 GiB hold 32 rows (10.1e9 bytes), not 64 (20.0e9).
+        assert_eq!(kv.bytes_per_position(), 147_456);
+        assert_eq!(kv.fitting_rows(20 << 30, 2048), 32);
+        // Positions round up to the buffer's doubling: 1,500 take 2,048.
+        assert_eq!(kv.fitting_rows(20 << 30, 1500), 32);
+        // On an H200 after the weights (~125 GiB free): 256.
+        assert_eq!(kv.fitting_rows(125 << 30, 2048), 256);
+        // Where not even four fit, one (it fails alone if it cannot fit either).
+        assert_eq!(kv.fitting_rows(1 << 30, 2048), 1);
+        assert_eq!(kv.fitting_rows(0, 2048), 1);
+        // Whatever the memory, the rows that fit are a doubling whose next does not fit.
+        for gib in [2usize, 3, 5, 8, 13, 40, 79, 141] {
+            let free = gib << 30;
+            let rows = kv.fitting_rows(free, 5632);
+            let bytes = |r: usize| r * 8192 * 147_456 + kv.step.bytes(r, 8192);
+            let budget = free - free / 10;
+            if rows > 1 {
+                assert!(rows.is_power_of_two() && bytes(rows) <= budget, "{gib} GiB");
+            }
+            assert!(bytes(rows.max(4) * 2) > budget, "{gib} GiB: {rows}");
         }
     }
 }

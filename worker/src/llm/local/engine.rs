@@ -21,7 +21,7 @@
 //! same bytes as without reuse (tested in `worker/tests/llm_device.rs` and
 //! `worker/tests/llm_local.rs`).
 
-use super::batch_kv::BatchKv;
+use super::batch_kv::{error_text, is_out_of_memory, BatchKv};
 use super::model::SeqCache;
 use super::weights::LoadError;
 use super::{LocalModel, LocalSettings};
@@ -128,11 +128,45 @@ impl EngineError {
 /// A running engine: its request channel.
 pub struct Engine {
     tx: Mutex<Sender<EngineRequest>>,
+    max_batch: usize,
+}
+
+/// Prompt tokens a sequence is assumed to hold when the memory sets how many run at once:
+/// the paper's prompts (instructions, examples and the text; a self-repair prompt's
+/// claims) stay under ~1,100 tokens.
+const PROMPT_ALLOWANCE: usize = 1536;
+
+/// The sequences in flight for `model`: `asked`, or fewer where the device's free memory
+/// (after the load) holds the keys and values and step headroom of fewer sequences of
+/// [`PROMPT_ALLOWANCE`] and `max_new_tokens` positions. A longer one still runs: it waits
+/// for room, or, alone, fails by itself.
+fn in_flight(model: &LocalModel, asked: usize, max_new_tokens: usize) -> usize {
+    let asked = asked.max(1);
+    if model.model.uses_plain_path() {
+        return asked;
+    }
+    let Some(free) = super::batch_kv::free_bytes(model.model.device()) else {
+        return asked;
+    };
+    let positions = (PROMPT_ALLOWANCE + max_new_tokens).min(model.model.context_length());
+    let batch = model.model.batch_kv();
+    let fit = batch.fitting_rows(free, positions);
+    let chosen = asked.min(fit);
+    tracing::info!(
+        asked,
+        chosen,
+        free_gib = free as f64 / (1u64 << 30) as f64,
+        kv_kib_per_token = batch.bytes_per_position() as f64 / 1024.0,
+        positions,
+        "sequences in flight from the GPU's free memory"
+    );
+    chosen
 }
 
 impl Engine {
-    /// Loads the model on a new thread and starts serving; returns when the model is
-    /// loaded, or with the load's error.
+    /// Loads the model on a new thread and starts serving up to `max_batch` sequences at
+    /// once, fewer where the device's memory holds fewer ([`Engine::max_batch`]); returns
+    /// when the model is loaded, or with the load's error.
     pub fn start(settings: LocalSettings, max_batch: usize) -> Result<Self, LoadError> {
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
@@ -140,10 +174,11 @@ impl Engine {
         std::thread::Builder::new()
             .name("credence-llm".into())
             .spawn(move || {
-                let model = match LocalModel::load(&settings) {
+                let (model, max_batch) = match LocalModel::load(&settings) {
                     Ok(m) => {
-                        let _ = ready_tx.send(Ok(()));
-                        m
+                        let n = in_flight(&m, max_batch, settings.max_new_tokens as usize);
+                        let _ = ready_tx.send(Ok(n));
+                        (m, n)
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -167,13 +202,21 @@ impl Engine {
             })
             .map_err(|e| LoadError::new(&path, format!("cannot start the model thread: {e}")))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Engine { tx: Mutex::new(tx) }),
+            Ok(Ok(max_batch)) => Ok(Engine {
+                tx: Mutex::new(tx),
+                max_batch,
+            }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(LoadError::new(
                 &path,
                 "the model thread stopped while loading",
             )),
         }
+    }
+
+    /// The most sequences it decodes at once.
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
     }
 
     /// Queues a request.
@@ -417,7 +460,16 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
             }
         }
         Err(e) => {
-            let _ = slot.reply.send(Err(EngineError::Model(e.to_string())));
+            let message = if is_out_of_memory(&e) {
+                format!(
+                    "out of GPU memory in the prefill of a prompt of {} tokens: {}",
+                    slot.prompt_tokens,
+                    error_text(&e)
+                )
+            } else {
+                error_text(&e)
+            };
+            let _ = slot.reply.send(Err(EngineError::Model(message)));
             None
         }
     }
@@ -498,7 +550,7 @@ fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
         }
         let step = decode_step(model, &mut active, &mut batch);
         if let Err(e) = step {
-            let message = e.to_string();
+            let message = error_text(&e);
             for slot in active.drain(..) {
                 let _ = slot.reply.send(Err(EngineError::Model(message.clone())));
             }
@@ -571,15 +623,27 @@ fn decode_step(
             }
         }
     }
-    let next = match batch {
-        Some(b) => {
-            let tokens: Vec<u32> = active.iter().map(|s| s.last).collect();
-            argmax_rows(&model.model.decode_batched(&tokens, b)?)?
-        }
-        None => {
-            let tokens: Vec<Vec<u32>> = active.iter().map(|s| vec![s.last]).collect();
-            let mut caches: Vec<&mut SeqCache> = active.iter_mut().map(|s| &mut s.cache).collect();
-            argmax_rows(&model.model.forward(&tokens, &mut caches)?)?
+    // A step that runs out of device memory (its activations beside the keys and values
+    // outgrew the estimate) changed no sequence's length: the longest fails alone and the
+    // step runs again for the others.
+    let next = loop {
+        match next_tokens(model, active, batch) {
+            Ok(next) => break next,
+            Err(e) if is_out_of_memory(&e) && active.len() > 1 => {
+                let Some(b) = batch.as_mut() else {
+                    return Err(e);
+                };
+                let i = b.longest().expect("sequences in flight");
+                let slot = remove(active, Some(b), i)?;
+                let _ = slot.reply.send(Err(EngineError::Model(format!(
+                    "out of GPU memory in a decode step (at {} tokens, with {} other \
+                     sequences in flight): {}",
+                    slot.prompt_tokens + slot.ids.len(),
+                    active.len(),
+                    error_text(&e)
+                ))));
+            }
+            Err(e) => return Err(e),
         }
     };
     for (i, (slot, token)) in active.iter_mut().zip(next).enumerate() {
@@ -602,6 +666,25 @@ fn decode_step(
         }
     }
     Ok(())
+}
+
+/// One decode step's greedy tokens, one per sequence in flight.
+fn next_tokens(
+    model: &LocalModel,
+    active: &mut [Slot],
+    batch: &mut Option<BatchKv>,
+) -> candle_core::Result<Vec<u32>> {
+    match batch {
+        Some(b) => {
+            let tokens: Vec<u32> = active.iter().map(|s| s.last).collect();
+            argmax_rows(&model.model.decode_batched(&tokens, b)?)
+        }
+        None => {
+            let tokens: Vec<Vec<u32>> = active.iter().map(|s| vec![s.last]).collect();
+            let mut caches: Vec<&mut SeqCache> = active.iter_mut().map(|s| &mut s.cache).collect();
+            argmax_rows(&model.model.forward(&tokens, &mut caches)?)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -68,7 +68,8 @@ pub struct LocalSettings {
     pub device: String,
     /// Generation limit.
     pub max_new_tokens: u32,
-    /// Most sequences decoded together.
+    /// Most sequences decoded together (on a GPU, fewer where its free memory after the
+    /// load holds fewer: the backend's `max_in_flight` says how many).
     pub max_batch: usize,
     /// Longest one generation may take (`generation_timeout_s`).
     pub generation_timeout: Duration,
@@ -482,10 +483,10 @@ impl LocalBackend {
         let fingerprint = fingerprint(settings)?;
         let engine = Engine::start(settings.clone(), settings.max_batch)?;
         Ok(LocalBackend {
+            max_batch: engine.max_batch(),
             engine,
             fingerprint,
             endpoint: settings.path.display().to_string(),
-            max_batch: settings.max_batch,
             time_limit: settings.generation_timeout,
         })
     }

@@ -13,7 +13,7 @@
 //! them at once over one batched cache ([`Transformer::decode_batched`], [`BatchKv`]), so
 //! sequences of different lengths join and leave the batch at any step.
 
-use super::batch_kv::BatchKv;
+use super::batch_kv::{BatchKv, StepMemory};
 use super::plain::{Plain, PlainKv, PlainParts};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
@@ -712,7 +712,27 @@ impl Transformer {
     /// A [`BatchKv`] for this model's decode steps.
     pub fn batch_kv(&self) -> BatchKv {
         let c = &self.config;
-        BatchKv::new(c.layers, c.kv_heads, c.head_dim, self.dtype, &self.device)
+        BatchKv::new(
+            c.layers,
+            c.kv_heads,
+            c.head_dim,
+            self.dtype,
+            &self.device,
+            self.step_memory(),
+        )
+    }
+
+    /// What one of its decode steps allocates beside the keys and values.
+    pub fn step_memory(&self) -> StepMemory {
+        let c = &self.config;
+        let mlp = self
+            .blocks
+            .iter()
+            .filter_map(|b| b.down.weight.in_dim().ok())
+            .max()
+            .unwrap_or(4 * c.hidden);
+        let hidden = c.hidden.max(c.heads * c.head_dim);
+        StepMemory::of(hidden, mlp, c.heads, c.vocab, self.dtype.size_in_bytes())
     }
 
     /// One decode step of every sequence a [`BatchKv`] holds (one new token each, in row
