@@ -23,7 +23,8 @@ def encoder_table(rows):
     if not enc:
         return []
     label = lambda r: (r["impl"] + (f" {r['precision']}" if r.get("precision", "f32") != "f32" else "")
-                       + (" per-sequence" if r.get("attention") == "per-sequence" else ""))
+                       + (" per-sequence" if r.get("attention") == "per-sequence" else "")
+                       + (" (candle's dense layers)" if "candle-dense" in r.get("step", "") else ""))
     st = {r["batch_size"]: r["sentences_per_s"] for r in enc if r["impl"] == "sentence-transformers"}
     out = ["| encoder | batch | sentences/s | / sentence-transformers |", "|---|---|---|---|"]
     for r in enc:

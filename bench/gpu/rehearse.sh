@@ -149,6 +149,10 @@ encoder() {
   step "make bge-large" 120 python3 "$here/make_encoder.py" "$dir" "$sentences" --n "$SENTENCES" $TINY || return
   local b=(--encoder "$dir" --device "$DEVICE" "$sentences")
   step "credence bge-large" 120 "$BIN" bench-embed "${b[@]}" --backend candle --batch-sizes 32,128
+  # The dense layers as candle's product and broadcast add instead of cuBLASLt's fused
+  # bias (embed/lt.rs), for comparison.
+  [ "$DEVICE" = cuda ] && step "credence-candle-dense bge-large" 90 \
+    env CREDENCE_ENCODER_DENSE=candle "$BIN" bench-embed "${b[@]}" --backend candle --batch-sizes 32,128
   step "credence bge-large f16" 90 "$BIN" bench-embed "${b[@]}" --backend candle --batch-sizes 128 \
     $([ "$DEVICE" = cuda ] && echo --precision f16)
   step "credence-per-sequence bge-large" 90 "$BIN" bench-embed "${b[@]}" --backend candle \

@@ -16,6 +16,8 @@
 pub mod bert;
 pub mod cached;
 mod config;
+#[cfg(feature = "cuda")]
+mod lt;
 mod native;
 mod packed;
 pub mod preset;

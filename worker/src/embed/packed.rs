@@ -89,6 +89,10 @@ impl Dense {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if super::lt::fused_on(x.device()) && x.rank() == 2 {
+            return super::lt::linear(&x.contiguous()?, &self.weight_t, &self.bias);
+        }
         x.matmul(&self.weight_t)?.broadcast_add(&self.bias)
     }
 }
@@ -235,7 +239,7 @@ impl PackedBert {
         // The padded attention's index and mask tensors, copied to the device once for
         // all layers.
         let plan = if self.padded {
-            Some(Padding::new(&lengths, x.dtype(), &self.device)?)
+            Some(Padding::new(&lengths, self.heads, x.dtype(), &self.device)?)
         } else {
             None
         };
@@ -303,25 +307,27 @@ impl PackedBert {
     /// The same attention for all sequences at once, as `plan` lays them out: gathered
     /// into `[sequences, heads, longest, head_dim]`, keys past a sequence's end masked with
     /// -inf before the softmax (so they weigh exactly nothing), and the padding rows
-    /// dropped at the end.
+    /// dropped at the end. Each head's slice of a token's row is moved by one gather each
+    /// way (rows of `head_dim`), not a gather and a five-dimensional transposing copy.
     fn padded_attention(&self, qkv: &Tensor, plan: &Padding) -> Result<Tensor> {
         let (heads, head_dim) = (self.heads, self.head_dim);
         let scale = 1.0 / (head_dim as f64).sqrt();
         let (sequences, longest) = (plan.sequences, plan.longest);
-        // [sequences·longest, 3·hidden] -> [3, sequences, heads, longest, head_dim]
+        let total = qkv.dim(0)?;
+        // [total, 3·heads·head_dim] as rows of head_dim -> [3, sequences, heads, longest,
+        // head_dim]
         let parts = qkv
+            .reshape((total * 3 * heads, head_dim))?
             .index_select(&plan.gather, 0)?
-            .reshape((sequences, longest, 3, heads, head_dim))?
-            .permute((2, 0, 3, 1, 4))?
-            .contiguous()?;
+            .reshape((3, sequences, heads, longest, head_dim))?;
         let (q, k, v) = (parts.get(0)?, parts.get(1)?, parts.get(2)?);
         let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&plan.mask)?;
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
         probs
             .matmul(&v)?
-            .transpose(1, 2)?
-            .reshape((sequences * longest, heads * head_dim))?
-            .index_select(&plan.scatter, 0)
+            .reshape((sequences * heads * longest, head_dim))?
+            .index_select(&plan.scatter, 0)?
+            .reshape((total, heads * head_dim))
     }
 }
 
@@ -329,37 +335,53 @@ impl PackedBert {
 struct Padding {
     sequences: usize,
     longest: usize,
-    /// The packed row each padded slot reads (a short sequence's padding repeats its last
-    /// token).
+    /// For each (part of q/k/v, sequence, head, padded position), the row of `head_dim`
+    /// values it reads from the packed `[tokens·3·heads, head_dim]` projections (a short
+    /// sequence's padding repeats its last token).
     gather: Tensor,
-    /// The padded slot of each packed row.
+    /// For each (packed token, head), its row in the padded `[sequences·heads·longest,
+    /// head_dim]` context.
     scatter: Tensor,
     /// `[sequences, 1, 1, longest]`: 0 over a sequence's keys, -inf past its end.
     mask: Tensor,
 }
 
 impl Padding {
-    fn new(lengths: &[usize], dtype: DType, device: &Device) -> Result<Self> {
+    fn new(lengths: &[usize], heads: usize, dtype: DType, device: &Device) -> Result<Self> {
         let sequences = lengths.len();
         let longest = lengths.iter().copied().max().unwrap_or(0);
         let total: usize = lengths.iter().sum();
-        let mut gather = Vec::with_capacity(sequences * longest);
-        let mut scatter = Vec::with_capacity(total);
+        let mut gather = Vec::with_capacity(3 * sequences * heads * longest);
+        let mut scatter = Vec::with_capacity(total * heads);
         let mut mask = Vec::with_capacity(sequences * longest);
+        let mut offsets = Vec::with_capacity(sequences);
         let mut offset = 0;
         for (s, &len) in lengths.iter().enumerate() {
+            offsets.push(offset);
             for t in 0..longest {
-                gather.push((offset + t.min(len - 1)) as u32);
                 mask.push(if t < len { 0f32 } else { f32::NEG_INFINITY });
             }
-            scatter.extend((0..len).map(|t| (s * longest + t) as u32));
+            for t in 0..len {
+                scatter.extend((0..heads).map(|h| ((s * heads + h) * longest + t) as u32));
+            }
             offset += len;
         }
+        for part in 0..3 {
+            for (&len, &first) in lengths.iter().zip(&offsets) {
+                for h in 0..heads {
+                    for t in 0..longest {
+                        let token = first + t.min(len - 1);
+                        gather.push(((token * 3 + part) * heads + h) as u32);
+                    }
+                }
+            }
+        }
+        let (gathered, scattered) = (gather.len(), scatter.len());
         Ok(Padding {
             sequences,
             longest,
-            gather: Tensor::from_vec(gather, sequences * longest, device)?,
-            scatter: Tensor::from_vec(scatter, total, device)?,
+            gather: Tensor::from_vec(gather, gathered, device)?,
+            scatter: Tensor::from_vec(scatter, scattered, device)?,
             mask: Tensor::from_vec(mask, (sequences, 1, 1, longest), device)?.to_dtype(dtype)?,
         })
     }
