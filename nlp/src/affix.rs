@@ -46,10 +46,7 @@ impl AffixRegex {
         &self,
         text: &'t str,
     ) -> fancy_regex::Result<Option<fancy_regex::Match<'t>>> {
-        match self.earliest_start(text) {
-            Some(start) => self.re.find_from_pos(text, start),
-            None => Ok(None),
-        }
+        self.find_from_pos(text, 0)
     }
 
     /// `fancy_regex::Regex::find_from_pos`: lookbehinds see `text` before `pos`, which
