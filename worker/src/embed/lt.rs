@@ -10,9 +10,10 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::cublaslt::{result as lt, sys};
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DevicePtr, DevicePtrMut};
 use candle_core::cuda_backend::{CudaDevice, DeviceId};
 use candle_core::{CpuStorage, CudaStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
@@ -114,37 +115,16 @@ impl CustomOp3 for LinearBias {
             candle_core::bail!("fused dense layer: mixed dtypes");
         }
         let device = x.device().clone();
+        let operands = Operands {
+            x: (x, x_layout),
+            w: (w, w_layout),
+            bias: (bias, bias_layout),
+            dims: (m, k, n),
+        };
         let out = match dtype {
-            DType::F32 => run::<f32>(
-                &device,
-                x,
-                x_layout,
-                w,
-                w_layout,
-                bias,
-                bias_layout,
-                (m, k, n),
-            )?,
-            DType::F16 => run::<half::f16>(
-                &device,
-                x,
-                x_layout,
-                w,
-                w_layout,
-                bias,
-                bias_layout,
-                (m, k, n),
-            )?,
-            DType::BF16 => run::<half::bf16>(
-                &device,
-                x,
-                x_layout,
-                w,
-                w_layout,
-                bias,
-                bias_layout,
-                (m, k, n),
-            )?,
+            DType::F32 => run::<f32>(&device, &operands)?,
+            DType::F16 => run::<half::f16>(&device, &operands)?,
+            DType::BF16 => run::<half::bf16>(&device, &operands)?,
             other => candle_core::bail!("fused dense layer: no kernel for {other:?}"),
         };
         Ok((out, Shape::from((m, n))))
@@ -160,48 +140,53 @@ fn data_type(dtype: DType) -> sys::cudaDataType {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run<T>(
-    device: &CudaDevice,
-    x: &CudaStorage,
-    x_layout: &Layout,
-    w: &CudaStorage,
-    w_layout: &Layout,
-    bias: &CudaStorage,
-    bias_layout: &Layout,
-    (m, k, n): (usize, usize, usize),
-) -> Result<CudaStorage>
+/// The elements of a storage its layout starts at.
+fn view<'a, T: candle_core::cuda_backend::CudaDType>(
+    (storage, layout): (&'a CudaStorage, &Layout),
+) -> Result<CudaView<'a, T>> {
+    Ok(storage.as_cuda_slice::<T>()?.slice(layout.start_offset()..))
+}
+
+/// A fused dense layer's inputs (storage and layout each) and its `(m, k, n)`.
+struct Operands<'a> {
+    x: (&'a CudaStorage, &'a Layout),
+    w: (&'a CudaStorage, &'a Layout),
+    bias: (&'a CudaStorage, &'a Layout),
+    dims: (usize, usize, usize),
+}
+
+fn run<T>(device: &CudaDevice, operands: &Operands) -> Result<CudaStorage>
 where
     T: candle_core::cuda_backend::CudaDType
         + candle_core::WithDType
         + candle_core::cuda_backend::cudarc::driver::DeviceRepr,
 {
+    let (m, k, n) = operands.dims;
     let stream = device.cuda_stream();
-    let x = x.as_cuda_slice::<T>()?.slice(x_layout.start_offset()..);
-    let w = w.as_cuda_slice::<T>()?.slice(w_layout.start_offset()..);
-    let bias = bias
-        .as_cuda_slice::<T>()?
-        .slice(bias_layout.start_offset()..);
+    let (x, w, bias) = (
+        view::<T>(operands.x)?,
+        view::<T>(operands.w)?,
+        view::<T>(operands.bias)?,
+    );
     // SAFETY: every element is written by the product below before it is read.
     let mut out = unsafe { device.alloc::<T>(m * n)? };
     let dtype = T::DTYPE;
     let kind = data_type(dtype);
     let mut guard = handles().lock().expect("cuBLASLt handles");
-    if !guard.contains_key(&device.id()) {
-        let handle = lt::create_handle().map_err(|e| cublas(e, "handle"))?;
-        // SAFETY: cuBLASLt only writes scratch data into it.
-        let workspace =
-            unsafe { stream.alloc::<u8>(WORKSPACE) }.map_err(|e| cublas(e, "workspace"))?;
-        guard.insert(
-            device.id(),
-            Lt {
+    let state = match guard.entry(device.id()) {
+        Entry::Occupied(entry) => entry.into_mut(),
+        Entry::Vacant(entry) => {
+            let handle = lt::create_handle().map_err(|e| cublas(e, "handle"))?;
+            // SAFETY: cuBLASLt only writes scratch data into it.
+            let workspace =
+                unsafe { stream.alloc::<u8>(WORKSPACE) }.map_err(|e| cublas(e, "workspace"))?;
+            entry.insert(Lt {
                 handle,
                 workspace,
                 algos: HashMap::new(),
-            },
-        );
-    }
-    let state = guard.get_mut(&device.id()).expect("inserted above");
+            })
+        }
+    };
     // Row-major `out[m, n] = x[m, k] w[k, n]` is, column-major, `out^T[n, m] = w^T[n, k]
     // x^T[k, m]`: A is `w` read as n x k (leading dimension n), B is `x` as k x m
     // (leading dimension k), D is n x m (leading dimension n), and the bias runs along
