@@ -635,8 +635,13 @@ class Rehearsal:
         failed = int(q(f"SELECT count(*) FROM jobs WHERE run_id = '{run}' AND state <> 'done'"))
         self.check(failed == 0, f"{failed} jobs not done")
         dlq, _ = self.credence("dlq", "list", "--run", run, "--json", check=False)
-        dead = len(json.loads(dlq.stdout or "[]")) if dlq.returncode == 0 else -1
-        self.check(dead == 0, f"{dead} dead letters")
+        letters = json.loads(dlq.stdout or "[]") if dlq.returncode == 0 else None
+        # A finished job's copy (its acknowledgement lost to a broker restart after its
+        # results were committed, once too often) is no failure; it is reported apart.
+        dead = -1 if letters is None else sum(not d.get("job_done") for d in letters)
+        copies = 0 if letters is None else len(letters) - dead
+        self.check(dead == 0, f"{dead} dead letters of unfinished jobs"
+                   + (f" ({copies} copies of finished jobs)" if copies else ""))
         # A worker that dies or is stopped while it holds completions it has not stored
         # (received as it was SIGKILLed; kept through the database outage when it was
         # SIGTERMed) loses them, and they are made again: at most its requests in flight

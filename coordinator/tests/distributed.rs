@@ -497,6 +497,92 @@ fn a_forged_message_is_dead_lettered_not_run() {
     );
 }
 
+/// A finished job's message can still reach the dead letters: when the broker restarts
+/// after a job's results are committed but before its delivery is acknowledged, the
+/// broker delivers it again, and a long job caught by enough faults reaches the delivery
+/// limit (seen in the rehearsal's faulted run). `dlq list` shows such a letter with its
+/// job done, and a replay leaves the job done: nothing is marked to run again.
+#[test]
+fn a_finished_jobs_dead_letter_is_shown_done_and_replayed_without_reopening_it() {
+    let Some(mut c) = Cluster::new("donecopy", false) else {
+        return;
+    };
+    c.ok(&["sweep", "launch", &baselines()]);
+    c.spawn_worker(&[]);
+    c.wait_settled("baselines", Duration::from_secs(120));
+    assert_eq!(c.done_jobs("baselines"), 48);
+    let rows = c.pg_rows();
+    c.sigterm(0, Duration::from_secs(60));
+    let row = c.sql(
+        "SELECT job_key || '|' || run_id || '|' || model_fingerprint || '|' || dataset || '|' \
+         || dataset_hash || '|' || start || '|' || len || '|' || config_version FROM jobs \
+         WHERE model = 'sentence-split' AND mode = 'base' AND shard = 0",
+    );
+    let f: Vec<&str> = row.split('|').collect();
+    assert_eq!(f.len(), 8, "{row}");
+    let job = credence_core::job::Job {
+        key: f[0].into(),
+        run_id: f[1].into(),
+        model: "sentence-split".into(),
+        model_fingerprint: f[2].into(),
+        dataset: f[3].into(),
+        dataset_hash: f[4].into(),
+        mode: credence_core::Mode::Base,
+        shard: 0,
+        start: f[5].parse().unwrap(),
+        len: f[6].parse().unwrap(),
+        config_version: f[7].into(),
+        afc: None,
+    };
+    let body = serde_json::to_vec(&credence_core::job::Message::job(job)).unwrap();
+    // The finished job's message, delivered once more and dead-lettered (no worker runs).
+    support::block_on(async {
+        use credence_infra::queue::Queue;
+        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
+        s.namespace = c.namespace.clone();
+        let q = credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
+            .await
+            .unwrap();
+        let name = credence_infra::queue::job_queue("sentence-split");
+        q.publish(&name, body).await.unwrap();
+        let mut consumer = q.consume(&name).await.unwrap();
+        let delivery = consumer
+            .next()
+            .await
+            .unwrap()
+            .expect("the published message");
+        delivery
+            .dead_letter("delivery limit reached: its consumers kept dying or returning it")
+            .await
+            .unwrap();
+        drop(consumer);
+        q.close().await;
+    });
+    let listed = c.ok(&["dlq", "list", "--run", "baselines"]);
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(
+        listed.contains("sentence-split / ")
+            && listed.contains("(its job is done: a copy left by a lost acknowledgement)"),
+        "{listed}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&c.ok(&["dlq", "list", "--run", "baselines", "--json"])).unwrap();
+    assert_eq!(json[0]["job_done"], serde_json::Value::Bool(true), "{json}");
+    let replayed = c.run(&["dlq", "replay", "--run", "baselines"]);
+    assert!(String::from_utf8_lossy(&replayed.stderr).contains("1 dead letters replayed"));
+    assert_eq!(
+        c.done_jobs("baselines"),
+        48,
+        "the replay reopened a finished job"
+    );
+    // A worker takes the re-published copy and acknowledges it without running it.
+    c.spawn_worker(&[]);
+    c.wait_settled("baselines", Duration::from_secs(120));
+    assert_eq!(c.ok(&["dlq", "list", "--run", "baselines"]), "");
+    assert_eq!(c.done_jobs("baselines"), 48);
+    assert_eq!(c.pg_rows(), rows);
+}
+
 /// Commands that end cleanly close their broker connection before the runtime stops, so
 /// they print no lapin `ERROR` lines on the way out.
 #[test]

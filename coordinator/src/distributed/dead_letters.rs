@@ -1,11 +1,20 @@
 //! The dead-letter queue of a namespace as people see it (`credence dlq list|replay`):
 //! each message decoded into the run and job it belongs to, and the replay of a run's
 //! jobs once their cause is fixed.
+//!
+//! A job can finish and still leave a copy here: when the broker restarts (or a
+//! connection drops) after the job's results are committed but before its delivery is
+//! acknowledged, the broker delivers it again, and each such loss counts against the
+//! queue's delivery limit; a long job caught by several faults can reach it although it
+//! is done. Such a letter is shown with its job done (`job_done`), and a replay leaves
+//! that job's state as it is (the re-published copy is acknowledged without running).
 
 use super::Connections;
 use credence_infra::queue::{DeadLetter, Queue};
+use credence_infra::store::Store;
 use credence_worker::job_loop::{decode_work, Work};
 use serde::Serialize;
+use std::collections::{BTreeSet, HashSet};
 
 /// A dead letter as shown to people.
 #[derive(Debug, Serialize)]
@@ -22,6 +31,9 @@ pub struct Shown {
     pub what: String,
     /// Its job's key, for a job.
     pub job_key: Option<String>,
+    /// Whether its job is done in the store (a copy left by a lost acknowledgement, not
+    /// a failure).
+    pub job_done: bool,
 }
 
 /// A dead letter decoded for people.
@@ -46,6 +58,7 @@ pub fn show(d: &DeadLetter) -> Shown {
         run,
         what,
         job_key,
+        job_done: false,
     }
 }
 
@@ -63,19 +76,48 @@ pub fn line(l: &Shown) -> String {
             "deliveries"
         },
         l.reason
-    )
+    ) + if l.job_done {
+        "  (its job is done: a copy left by a lost acknowledgement)"
+    } else {
+        ""
+    }
+}
+
+/// The keys of the finished jobs of every run the letters name.
+async fn finished(conn: &Connections, letters: &[Shown]) -> anyhow::Result<HashSet<String>> {
+    let runs: BTreeSet<&str> = letters
+        .iter()
+        .filter(|s| s.job_key.is_some())
+        .filter_map(|s| s.run.as_deref())
+        .collect();
+    let mut done = HashSet::new();
+    for run in runs {
+        done.extend(conn.store.finished_jobs(run).await?);
+    }
+    Ok(done)
+}
+
+/// Marks the letters whose job is done in the store.
+async fn mark_done(conn: &Connections, letters: &mut [Shown]) -> anyhow::Result<()> {
+    let done = finished(conn, letters).await?;
+    for s in letters {
+        s.job_done = s.job_key.as_ref().is_some_and(|k| done.contains(k));
+    }
+    Ok(())
 }
 
 /// The dead letters (of run `run`, when given), oldest first; nothing is removed.
 pub async fn list(conn: &Connections, run: Option<&str>) -> anyhow::Result<Vec<Shown>> {
-    Ok(conn
+    let mut shown: Vec<Shown> = conn
         .queue
         .dead_letters()
         .await?
         .iter()
         .map(show)
         .filter(|s| run.is_none() || s.run.as_deref() == run)
-        .collect())
+        .collect();
+    mark_done(conn, &mut shown).await?;
+    Ok(shown)
 }
 
 /// Re-publishes the readable dead letters (of run `run`, when given) to their queues and
@@ -90,8 +132,14 @@ pub async fn replay(conn: &Connections, run: Option<&str>) -> anyhow::Result<Vec
             s.run.is_some() && (run.is_none() || s.run == run)
         })
         .await?;
-    let shown: Vec<Shown> = replayed.iter().map(show).collect();
-    let keys: Vec<String> = shown.iter().filter_map(|s| s.job_key.clone()).collect();
+    let mut shown: Vec<Shown> = replayed.iter().map(show).collect();
+    mark_done(conn, &mut shown).await?;
+    // A done job stays done: its re-published copy is acknowledged without running.
+    let keys: Vec<String> = shown
+        .iter()
+        .filter(|s| !s.job_done)
+        .filter_map(|s| s.job_key.clone())
+        .collect();
     conn.store.mark_queued(&keys).await?;
     Ok(shown)
 }
@@ -108,7 +156,19 @@ mod tests {
             run: Some("r".into()),
             what: "m / d / base shard 0".into(),
             job_key: None,
+            job_done: false,
         }
+    }
+
+    #[test]
+    fn a_line_says_when_the_job_is_done() {
+        let mut s = shown(4);
+        s.job_done = true;
+        assert_eq!(
+            line(&s),
+            "credence.jobs.m  m / d / base shard 0  run r  4 deliveries  boom  \
+             (its job is done: a copy left by a lost acknowledgement)"
+        );
     }
 
     #[test]
