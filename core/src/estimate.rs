@@ -358,7 +358,7 @@ fn generation(
         ModelBackend::Openai {
             max_concurrency, ..
         } => (max_concurrency.map_or(256, |n| n as usize), false),
-        _ => (default_max_batch(&m.device), true),
+        _ => (default_max_batch(m.device), true),
     };
     let window = per_worker.min(sweep.shard_size.max(1) as usize).max(1);
     let (servers, clients) = if local { (workers, 1) } else { (1, workers) };

@@ -16,6 +16,7 @@ pub mod aggregation;
 pub mod audit;
 pub mod builders;
 pub mod dataset;
+pub mod device;
 pub mod domain;
 pub mod entities;
 pub mod estimate;

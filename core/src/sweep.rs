@@ -22,6 +22,7 @@
 //! path = "sample.jsonl"  # relative to the sweep file
 //! ```
 
+use crate::device::{ComputeDevice, UnknownDevice};
 use crate::domain::Mode;
 use crate::stats::CiMethod;
 use serde::{Deserialize, Serialize};
@@ -163,7 +164,7 @@ pub struct LocalPreset {
     /// Weight dtype of a safetensors model.
     pub dtype: Option<&'static str>,
     /// Default device.
-    pub device: &'static str,
+    pub device: ComputeDevice,
     /// Default generation limit: the paper's 4,096 for the paper's models; 256 for the
     /// small ones, which repeat themselves to any limit (SmolLM2 took about 3 minutes on
     /// 4,096 tokens for one sentence on a CPU), while a decomposition is a few dozen tokens.
@@ -183,7 +184,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         backend: "safetensors",
         file: "Phi-3-mini-128k-instruct",
         dtype: Some("bf16"),
-        device: "cuda",
+        device: ComputeDevice::Cuda(None),
         max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Phi-3-mini-128k-instruct, bf16 (the paper's), a Hugging Face folder",
     },
@@ -192,7 +193,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         backend: "safetensors",
         file: "Qwen3-8B",
         dtype: Some("bf16"),
-        device: "cuda",
+        device: ComputeDevice::Cuda(None),
         max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Qwen3-8B, bf16, thinking off (the paper's), a Hugging Face folder",
     },
@@ -201,7 +202,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         backend: "gguf",
         file: "gemma-3-12b-it-Q4_K_M.gguf",
         dtype: None,
-        device: "cuda",
+        device: ComputeDevice::Cuda(None),
         max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Gemma-3-12b-it, Q4_K_M GGUF in place of the paper's bitsandbytes NF4",
     },
@@ -210,7 +211,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         backend: "gguf",
         file: "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
         dtype: None,
-        device: "cpu",
+        device: ComputeDevice::Cpu,
         max_new_tokens: 256,
         doc: "SmolLM2-135M-Instruct, Q4_1 GGUF (fetched by scripts/setup; a weak decomposer)",
     },
@@ -219,7 +220,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         backend: "gguf",
         file: "gemma-3-270m/gemma-3-270m-q4_k_m.gguf",
         dtype: None,
-        device: "cpu",
+        device: ComputeDevice::Cpu,
         max_new_tokens: 256,
         doc: "Gemma-3-270m base, Q4_K_M GGUF (fetched by scripts/setup; no chat template)",
     },
@@ -312,8 +313,8 @@ pub struct ModelSpec {
     pub max_new_tokens: u32,
     /// Weight dtype for candle backends (`f32`, `bf16`, `f16`), if not the file's.
     pub dtype: Option<String>,
-    /// `cpu` or `cuda[:N]`.
-    pub device: String,
+    /// `cpu` or `cuda[:N]` (as its name in the sweep's JSON).
+    pub device: ComputeDevice,
     /// Longest one generation of a local model may take, in seconds (default
     /// [`DEFAULT_GENERATION_TIMEOUT_S`]); past it that example fails with the reason.
     /// Not part of any key: it decides whether a generation finishes, never what it says.
@@ -330,8 +331,8 @@ pub const DEFAULT_GENERATION_TIMEOUT_S: u32 = 1800;
 /// (Qwen3-8B's shape on an H200: 2,096 tokens/s at 32 in flight, 3,310 at 64, 4,118 at
 /// 128), and the engine takes fewer where the GPU's free memory after the load holds the
 /// keys and values of fewer sequences at their generation limit.
-pub fn default_max_batch(device: &str) -> usize {
-    if device.starts_with("cuda") {
+pub fn default_max_batch(device: ComputeDevice) -> usize {
+    if device.is_cuda() {
         128
     } else {
         8
@@ -344,14 +345,14 @@ impl ModelSpec {
     /// preset (weights under [`models_dir`]) or an endpoint preset, with the CREDENCE
     /// prompt and the preset's generation limit. `None` for a name that is none of these.
     pub fn named(name: &str) -> Option<ModelSpec> {
-        let mut device = "cpu".to_string();
+        let mut device = ComputeDevice::Cpu;
         let mut dtype = None;
         let mut max_new_tokens = PAPER_MAX_NEW_TOKENS;
         let backend = match (name, local_preset(name)) {
             ("sentence-split", _) => ModelBackend::SentenceSplit,
             ("conjunction-oracle", _) => ModelBackend::ConjunctionOracle,
             (_, Some(local)) => {
-                device = local.device.to_string();
+                device = local.device;
                 dtype = local.dtype.map(str::to_string);
                 max_new_tokens = local.max_new_tokens;
                 local.model_backend(&models_dir())
@@ -996,7 +997,7 @@ impl Validator<'_> {
             m.dtype = local.dtype.map(at);
         }
         if m.device.is_none() {
-            m.device = Some(at(local.device));
+            m.device = Some(at(&local.device.to_string()));
         }
         if m.max_new_tokens.is_none() {
             m.max_new_tokens = Some(Spanned::new(span.clone(), i64::from(local.max_new_tokens)));
@@ -1220,21 +1221,11 @@ impl Validator<'_> {
             }
         }
         let device = match &m.device {
-            None => "cpu".to_string(),
-            Some(d) => {
-                let s = d.get_ref();
-                let ok = s == "cpu"
-                    || s == "cuda"
-                    || s.strip_prefix("cuda:")
-                        .is_some_and(|n| n.parse::<u32>().is_ok());
-                if !ok {
-                    return Err(self.err(
-                        d.span(),
-                        format!("unknown device {s:?}; expected cpu, cuda or cuda:N"),
-                    ));
-                }
-                s.clone()
-            }
+            None => ComputeDevice::Cpu,
+            Some(d) => d
+                .get_ref()
+                .parse()
+                .map_err(|e: UnknownDevice| self.err(d.span(), e.to_string()))?,
         };
         Ok((
             ModelSpec {

@@ -309,7 +309,7 @@ const RAGGED: [&str; 6] = [
 #[test]
 fn padded_attention_on_the_test_device_gives_the_per_sequence_vectors() {
     let name = crate::support::tiny_llm::test_device();
-    let device = credence_worker::embed::device(&name).unwrap();
+    let device = credence_worker::embed::device(name.parse().unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_tiny_bert(dir.path());
     for preset in ["bge-small-en-v1.5", "all-MiniLM-L6-v2"] {

@@ -18,7 +18,7 @@ const ARCHS: [Arch; 4] = [Arch::Llama, Arch::Qwen3, Arch::Phi3, Arch::Gemma3];
 fn load_on_device(settings: &LocalSettings) -> LocalModel {
     let mut model = LocalModel::load(settings)
         .unwrap_or_else(|e| panic!("loading on {}: {e}", settings.device));
-    if settings.device == "cpu" {
+    if !settings.device.is_cuda() {
         model.model.set_tensor_path(true);
     }
     model

@@ -32,7 +32,7 @@ fn settings(path: &Path) -> LocalSettings {
         path: path.to_path_buf(),
         format: Format::Gguf,
         dtype: None,
-        device: "cpu".into(),
+        device: credence_worker::llm::local::ComputeDevice::Cpu,
         max_new_tokens: 512,
         max_batch: 4,
         generation_timeout: std::time::Duration::from_secs(600),

@@ -5,6 +5,7 @@
 use super::embed::{parse_attention, parse_backend, parse_precision, read_inputs};
 use anyhow::Context;
 use clap::Args;
+use credence_core::device::ComputeDevice;
 use credence_worker::embed::{self, Attention, Backend, Encoder, EncoderOptions, Precision};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ pub struct BenchEmbedArgs {
     limit: Option<usize>,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: ComputeDevice,
     /// f32, f16 or bf16. f16 runs on CUDA only; bf16 on CUDA, or on a CPU with AVX-512
     /// BF16 as the native pass's products in bfloat16 (cosine >= 0.9999 to f32; a
     /// different encoder fingerprint).
@@ -50,7 +51,7 @@ pub fn run(args: BenchEmbedArgs) -> anyhow::Result<ExitCode> {
     }
     let texts: Vec<&str> = inputs.iter().map(|(_, t)| t.as_str()).collect();
     let options = EncoderOptions {
-        device: embed::device(&args.device)?,
+        device: embed::device(args.device)?,
         precision: args.precision,
         backend: args.backend,
         attention: args.attention,

@@ -6,6 +6,7 @@
 use super::embed::read_inputs;
 use anyhow::Context;
 use clap::Args;
+use credence_core::device::ComputeDevice;
 use credence_worker::llm::local::{Format, LocalBackend, LocalSettings};
 use credence_worker::llm::ChatMessage;
 use std::io::Write;
@@ -38,7 +39,7 @@ pub struct BenchLlmArgs {
     in_flight: Vec<(usize, Option<usize>)>,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: ComputeDevice,
     /// Weight dtype of a safetensors model.
     #[arg(long)]
     dtype: Option<String>,
@@ -82,7 +83,7 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         path: args.model.clone(),
         format,
         dtype: args.dtype.clone(),
-        device: args.device.clone(),
+        device: args.device,
         max_new_tokens: args.max_tokens,
         max_batch,
         // A benchmark measures; it never gives up on a generation.

@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
+use credence_core::device::ComputeDevice;
 use credence_worker::embed::{self, Attention, Backend, Encoder, EncoderOptions, Precision};
 use serde::Deserialize;
 use std::io::{BufWriter, Write};
@@ -27,7 +28,7 @@ pub struct EmbedArgs {
     batch_size: u32,
     /// cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: ComputeDevice,
     /// f32, f16 or bf16. f16 runs on CUDA only; bf16 on CUDA, or on a CPU with AVX-512
     /// BF16 as the native pass's products in bfloat16 (cosine >= 0.9999 to f32; a
     /// different encoder fingerprint).
@@ -103,7 +104,7 @@ pub fn run(args: EmbedArgs) -> anyhow::Result<ExitCode> {
     let inputs = read_inputs(&args.input)?;
     let options = EncoderOptions {
         batch_size: args.batch_size as usize,
-        device: embed::device(&args.device)?,
+        device: embed::device(args.device)?,
         precision: args.precision,
         backend: args.backend,
         attention: args.attention,

@@ -378,8 +378,8 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
     };
     assert!(path.ends_with("Qwen3-8B"), "{}", path.display());
     assert_eq!(
-        (m.dtype.as_deref(), m.device.as_str()),
-        (Some("bf16"), "cuda")
+        (m.dtype.as_deref(), m.device),
+        (Some("bf16"), ComputeDevice::Cuda(None))
     );
 
     let spec = parse_str(&sweep(
@@ -393,7 +393,10 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
             path: PathBuf::from("sweeps/mine.gguf")
         }
     );
-    assert_eq!((m.dtype.as_deref(), m.device.as_str()), (None, "cuda:1"));
+    assert_eq!(
+        (m.dtype.as_deref(), m.device),
+        (None, ComputeDevice::Cuda(Some(1)))
+    );
     // A small preset's own generation limit; the paper's for the paper's models; the
     // model's own wins.
     assert_eq!(m.max_new_tokens, 256);
@@ -539,7 +542,10 @@ fn a_model_is_named_by_baseline_local_or_endpoint_preset() {
             path: models_dir().join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
         }
     );
-    assert_eq!((local.device.as_str(), local.max_new_tokens), ("cpu", 256));
+    assert_eq!(
+        (local.device, local.max_new_tokens),
+        (ComputeDevice::Cpu, 256)
+    );
     assert_eq!(local.prompt, PromptKind::Credence);
     let endpoint = ModelSpec::named("gemini-2.5-flash").expect("an endpoint preset");
     match &endpoint.backend {

@@ -211,9 +211,9 @@ pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
         path,
         format,
         dtype: spec.dtype.clone(),
-        device: spec.device.clone(),
+        device: spec.device,
         max_new_tokens: spec.max_new_tokens,
-        max_batch: local::default_max_batch(&spec.device),
+        max_batch: local::default_max_batch(spec.device),
         generation_timeout: spec.generation_timeout(),
     }
 }

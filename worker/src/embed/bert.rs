@@ -25,6 +25,7 @@ use super::preset::{self, read_json, EncoderSettings, Pooling, Preset};
 use super::{EmbedError, Encoder};
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
+use credence_core::device::ComputeDevice;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -133,27 +134,21 @@ enum Forward {
     Candle(PackedBert),
 }
 
-/// The device named `cpu`, `cuda` or `cuda:N`. CUDA needs the `cuda` cargo feature.
-pub fn device(name: &str) -> Result<Device, EmbedError> {
-    let cuda_ordinal = match name {
-        "cpu" => return Ok(Device::Cpu),
-        "cuda" => 0,
-        other => other
-            .strip_prefix("cuda:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| EmbedError::Device {
-                message: format!("unknown device {other:?}; expected cpu, cuda or cuda:N"),
-            })?,
+/// candle's device for `device`. CUDA needs the `cuda` cargo feature.
+pub fn device(device: ComputeDevice) -> Result<Device, EmbedError> {
+    let Some(cuda_ordinal) = device.cuda_ordinal() else {
+        return Ok(Device::Cpu);
     };
     if !cfg!(feature = "cuda") {
         return Err(EmbedError::Device {
             message: format!(
-                "device {name:?} needs credence built with `--features cuda` (candle's CUDA backend)"
+                "device {:?} needs credence built with `--features cuda` (candle's CUDA backend)",
+                device.to_string()
             ),
         });
     }
     Device::new_cuda(cuda_ordinal).map_err(|e| EmbedError::Device {
-        message: format!("{name}: {e}"),
+        message: format!("{device}: {e}"),
     })
 }
 

@@ -518,7 +518,7 @@ pub fn settings_on(
         path: path.to_path_buf(),
         format,
         dtype: dtype.map(str::to_string),
-        device: device.into(),
+        device: device.parse().expect("a device name: cpu, cuda or cuda:N"),
         max_new_tokens,
         max_batch: 4,
         generation_timeout: std::time::Duration::from_secs(600),

@@ -64,8 +64,8 @@ pub struct LocalSettings {
     /// Weight dtype of a safetensors model (`f32`, `bf16`, `f16`); default f32 on CPU and
     /// bf16 on CUDA. GGUF weights stay as quantised.
     pub dtype: Option<String>,
-    /// `cpu`, `cuda` or `cuda:N`.
-    pub device: String,
+    /// Where it runs.
+    pub device: ComputeDevice,
     /// Generation limit.
     pub max_new_tokens: u32,
     /// Most sequences decoded together (on a GPU, fewer where its free memory after the
@@ -75,22 +75,19 @@ pub struct LocalSettings {
     pub generation_timeout: Duration,
 }
 
+pub use credence_core::device::ComputeDevice;
 pub use credence_core::sweep::default_max_batch;
 
-fn device_of(name: &str) -> Result<Device, String> {
-    match name {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => Device::new_cuda(0).map_err(|e| format!("cuda: {e}")),
-        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-            Some(n) => Device::new_cuda(n).map_err(|e| format!("{other}: {e}")),
-            None => Err(format!("unknown device {other:?}")),
-        },
+fn device_of(device: ComputeDevice) -> Result<Device, String> {
+    match device.cuda_ordinal() {
+        None => Ok(Device::Cpu),
+        Some(n) => Device::new_cuda(n).map_err(|e| format!("{device}: {e}")),
     }
 }
 
 fn dtype_of(settings: &LocalSettings) -> Result<DType, String> {
     match settings.dtype.as_deref() {
-        None if settings.device.starts_with("cuda") => Ok(DType::BF16),
+        None if settings.device.is_cuda() => Ok(DType::BF16),
         None | Some("f32") => Ok(DType::F32),
         Some("bf16") => Ok(DType::BF16),
         Some("f16") => Ok(DType::F16),
@@ -189,7 +186,7 @@ fn model_files(settings: &LocalSettings) -> Result<Vec<PathBuf>, LoadError> {
 pub fn fingerprint(settings: &LocalSettings) -> Result<String, LoadError> {
     let mut h = Sha256::new();
     let dtype = dtype_of(settings).map_err(|e| LoadError::new(&settings.path, e))?;
-    let device_kind = if settings.device.starts_with("cuda") {
+    let device_kind = if settings.device.is_cuda() {
         "cuda"
     } else {
         "cpu"
@@ -241,7 +238,7 @@ impl LocalModel {
     pub fn load(settings: &LocalSettings) -> Result<Self, LoadError> {
         let started = Instant::now();
         let at = |m: String| LoadError::new(&settings.path, m);
-        let device = device_of(&settings.device).map_err(at)?;
+        let device = device_of(settings.device).map_err(at)?;
         let loaded = match settings.format {
             Format::Gguf => Self::load_gguf(&settings.path, &device)?,
             Format::Safetensors => {
