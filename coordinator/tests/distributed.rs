@@ -432,6 +432,32 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
     }
 }
 
+/// The planned job `sentence-split / base / shard 0` of the run `baselines`, as the store
+/// holds it.
+fn sentence_split_base_shard_0(c: &Cluster) -> credence_core::job::Job {
+    let row = c.sql(
+        "SELECT job_key || '|' || run_id || '|' || model_fingerprint || '|' || dataset || '|' \
+         || dataset_hash || '|' || start || '|' || len || '|' || config_version FROM jobs \
+         WHERE model = 'sentence-split' AND mode = 'base' AND shard = 0",
+    );
+    let f: Vec<&str> = row.split('|').collect();
+    assert_eq!(f.len(), 8, "{row}");
+    credence_core::job::Job {
+        key: f[0].into(),
+        run_id: f[1].into(),
+        model: "sentence-split".into(),
+        model_fingerprint: f[2].into(),
+        dataset: f[3].into(),
+        dataset_hash: f[4].into(),
+        mode: credence_core::Mode::Base,
+        shard: 0,
+        start: f[5].parse().unwrap(),
+        len: f[6].parse().unwrap(),
+        config_version: f[7].into(),
+        afc: None,
+    }
+}
+
 /// A message with a real job key and other fields (here another mode) is refused on
 /// receipt and dead-lettered once with its reason, shown by `dlq list` with its one
 /// delivery; the job under that key runs from its own message, in its own mode.
@@ -441,27 +467,10 @@ fn a_forged_message_is_dead_lettered_not_run() {
         return;
     };
     c.ok(&["sweep", "launch", &baselines(), "--plan-only"]);
-    let row = c.sql(
-        "SELECT job_key || '|' || run_id || '|' || model_fingerprint || '|' || dataset || '|' \
-         || dataset_hash || '|' || start || '|' || len || '|' || config_version FROM jobs \
-         WHERE model = 'sentence-split' AND mode = 'base' AND shard = 0",
-    );
-    let f: Vec<&str> = row.split('|').collect();
-    assert_eq!(f.len(), 8, "{row}");
-    let forged = credence_core::job::Job {
-        key: f[0].into(),
-        run_id: f[1].into(),
-        model: "sentence-split".into(),
-        model_fingerprint: f[2].into(),
-        dataset: f[3].into(),
-        dataset_hash: f[4].into(),
-        mode: credence_core::Mode::Repair,
-        shard: 0,
-        start: f[5].parse().unwrap(),
-        len: f[6].parse().unwrap(),
-        config_version: f[7].into(),
-        afc: None,
-    };
+    // The planned job's fields under its key, but another mode.
+    let mut forged = sentence_split_base_shard_0(&c);
+    forged.mode = credence_core::Mode::Repair;
+    let key = forged.key.clone();
     let body = serde_json::to_vec(&credence_core::job::Message::job(forged)).unwrap();
     // Published ahead of the real messages, so it reaches the worker first.
     support::block_on(async {
@@ -482,8 +491,7 @@ fn a_forged_message_is_dead_lettered_not_run() {
     assert_eq!(c.done_jobs("baselines"), 48);
     assert_eq!(
         c.sql(&format!(
-            "SELECT string_agg(DISTINCT mode, ',') FROM predictions WHERE job_key = '{}'",
-            f[0]
+            "SELECT string_agg(DISTINCT mode, ',') FROM predictions WHERE job_key = '{key}'"
         )),
         "base",
         "the forged message ran the job in its own mode"
@@ -513,27 +521,7 @@ fn a_finished_jobs_dead_letter_is_shown_done_and_replayed_without_reopening_it()
     assert_eq!(c.done_jobs("baselines"), 48);
     let rows = c.pg_rows();
     c.sigterm(0, Duration::from_secs(60));
-    let row = c.sql(
-        "SELECT job_key || '|' || run_id || '|' || model_fingerprint || '|' || dataset || '|' \
-         || dataset_hash || '|' || start || '|' || len || '|' || config_version FROM jobs \
-         WHERE model = 'sentence-split' AND mode = 'base' AND shard = 0",
-    );
-    let f: Vec<&str> = row.split('|').collect();
-    assert_eq!(f.len(), 8, "{row}");
-    let job = credence_core::job::Job {
-        key: f[0].into(),
-        run_id: f[1].into(),
-        model: "sentence-split".into(),
-        model_fingerprint: f[2].into(),
-        dataset: f[3].into(),
-        dataset_hash: f[4].into(),
-        mode: credence_core::Mode::Base,
-        shard: 0,
-        start: f[5].parse().unwrap(),
-        len: f[6].parse().unwrap(),
-        config_version: f[7].into(),
-        afc: None,
-    };
+    let job = sentence_split_base_shard_0(&c);
     let body = serde_json::to_vec(&credence_core::job::Message::job(job)).unwrap();
     // The finished job's message, delivered once more and dead-lettered (no worker runs).
     support::block_on(async {
