@@ -349,11 +349,7 @@ fn bad_messages_and_urls_are_reported_not_crashed_on() {
     };
     support::block_on(async {
         use credence_infra::queue::Queue;
-        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
-        s.namespace = c.namespace.clone();
-        let q = credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
-            .await
-            .unwrap();
+        let q = c.queue().await;
         let name = credence_infra::queue::job_queue("sentence-split");
         q.publish(&name, b"{not json".to_vec()).await.unwrap();
         q.publish(&name, br#"{"kind":"job","v":9,"job":{}}"#.to_vec())
@@ -475,11 +471,7 @@ fn a_forged_message_is_dead_lettered_not_run() {
     // Published ahead of the real messages, so it reaches the worker first.
     support::block_on(async {
         use credence_infra::queue::Queue;
-        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
-        s.namespace = c.namespace.clone();
-        let q = credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
-            .await
-            .unwrap();
+        let q = c.queue().await;
         q.publish(&credence_infra::queue::job_queue("sentence-split"), body)
             .await
             .unwrap();
@@ -526,11 +518,7 @@ fn a_finished_jobs_dead_letter_is_shown_done_and_replayed_without_reopening_it()
     // The finished job's message, delivered once more and dead-lettered (no worker runs).
     support::block_on(async {
         use credence_infra::queue::Queue;
-        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&support::broker_url());
-        s.namespace = c.namespace.clone();
-        let q = credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
-            .await
-            .unwrap();
+        let q = c.queue().await;
         let name = credence_infra::queue::job_queue("sentence-split");
         q.publish(&name, body).await.unwrap();
         let mut consumer = q.consume(&name).await.unwrap();

@@ -248,6 +248,15 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// A RabbitMQ connection in this cluster's queue namespace (call inside `block_on`).
+    pub async fn queue(&self) -> credence_infra::queue::rabbitmq::RabbitQueue {
+        let mut s = credence_infra::queue::rabbitmq::RabbitSettings::new(&broker_url());
+        s.namespace = self.namespace.clone();
+        credence_infra::queue::rabbitmq::RabbitQueue::connect(s)
+            .await
+            .expect("connecting to the test's broker")
+    }
+
     /// Starts a worker process for both baseline models.
     pub fn spawn_worker(&mut self, extra: &[&str]) -> usize {
         let db = self.db_url.clone();
