@@ -324,7 +324,7 @@ pub fn convergence(
             raised_avr,
         });
     }
-    let interference = Mode::ALL
+    let interference = Mode::PAPER
         .into_iter()
         .filter_map(|mode| {
             let figures: Vec<(f64, f64)> = outputs

@@ -1,5 +1,6 @@
-//! Where a local model or encoder runs: parsed once, where a sweep file or a command line
-//! names it, instead of as a string that each user matched by prefix.
+//! Where a local model or encoder runs, and the dtype of a safetensors model's weights:
+//! parsed once, where a sweep file or a command line names them, instead of as strings
+//! that each user matched.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -86,6 +87,72 @@ impl<'de> Deserialize<'de> for ComputeDevice {
     }
 }
 
+/// The dtype a safetensors model's weights and activations run in (GGUF weights stay as
+/// quantised). Its JSON is its name, so a stored sweep reads as it always did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightDtype {
+    /// 32-bit float (a CPU's default).
+    F32,
+    /// bfloat16 (a CUDA GPU's default).
+    Bf16,
+    /// IEEE half.
+    F16,
+}
+
+impl WeightDtype {
+    /// Every dtype, in the order error messages list them.
+    pub const ALL: [WeightDtype; 3] = [WeightDtype::F32, WeightDtype::Bf16, WeightDtype::F16];
+
+    /// Its name in a sweep file and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightDtype::F32 => "f32",
+            WeightDtype::Bf16 => "bf16",
+            WeightDtype::F16 => "f16",
+        }
+    }
+
+    /// The dtype a model on `device` runs in when its sweep names none: bf16 on a GPU
+    /// (the paper's), f32 on a CPU.
+    pub fn default_on(device: ComputeDevice) -> WeightDtype {
+        if device.is_cuda() {
+            WeightDtype::Bf16
+        } else {
+            WeightDtype::F32
+        }
+    }
+}
+
+/// A dtype name that is none of `f32`, `bf16`, `f16`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDtype(pub String);
+
+impl fmt::Display for UnknownDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown dtype {:?}; expected f32, bf16, f16", self.0)
+    }
+}
+
+impl std::error::Error for UnknownDtype {}
+
+impl FromStr for WeightDtype {
+    type Err = UnknownDtype;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        WeightDtype::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| UnknownDtype(s.to_string()))
+    }
+}
+
+impl fmt::Display for WeightDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +190,31 @@ mod tests {
             );
         }
         assert!(serde_json::from_str::<ComputeDevice>("\"tpu\"").is_err());
+    }
+
+    #[test]
+    fn dtypes_parse_print_and_serialise_as_their_names() {
+        for d in WeightDtype::ALL {
+            assert_eq!(d.name().parse::<WeightDtype>(), Ok(d));
+            assert_eq!(d.to_string(), d.name());
+            let json = serde_json::to_string(&d).unwrap();
+            assert_eq!(json, format!("\"{}\"", d.name()));
+            assert_eq!(serde_json::from_str::<WeightDtype>(&json).unwrap(), d);
+        }
+        for bad in ["F32", "bfloat16", "fp16", "q4_k", ""] {
+            assert_eq!(
+                bad.parse::<WeightDtype>().unwrap_err().to_string(),
+                format!("unknown dtype {bad:?}; expected f32, bf16, f16")
+            );
+        }
+        assert!(serde_json::from_str::<WeightDtype>("\"int8\"").is_err());
+        assert_eq!(
+            WeightDtype::default_on(ComputeDevice::Cpu),
+            WeightDtype::F32
+        );
+        assert_eq!(
+            WeightDtype::default_on(ComputeDevice::Cuda(Some(1))),
+            WeightDtype::Bf16
+        );
     }
 }

@@ -332,15 +332,15 @@ mod tests {
             hash: "h".into(),
             len: 23,
         }];
-        let jobs = plan("r", &models(), &ds, &Mode::ALL, 10, "c");
+        let jobs = plan("r", &models(), &ds, &Mode::PAPER, 10, "c");
         assert_eq!(jobs.len(), 4 * 3);
-        for mode in Mode::ALL {
+        for mode in Mode::PAPER {
             let shards: Vec<_> = jobs.iter().filter(|j| j.mode == mode).collect();
             let lens: Vec<u32> = shards.iter().map(|j| j.len).collect();
             assert_eq!(lens, [10, 10, 3]);
             assert_eq!(shards[2].start, 20);
         }
-        let again = plan("r", &models(), &ds, &Mode::ALL, 10, "c");
+        let again = plan("r", &models(), &ds, &Mode::PAPER, 10, "c");
         assert_eq!(jobs, again);
         let keys: std::collections::HashSet<_> = jobs.iter().map(|j| &j.key).collect();
         assert_eq!(keys.len(), jobs.len());

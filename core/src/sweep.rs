@@ -22,7 +22,7 @@
 //! path = "sample.jsonl"  # relative to the sweep file
 //! ```
 
-use crate::device::{ComputeDevice, UnknownDevice};
+use crate::device::{ComputeDevice, UnknownDevice, UnknownDtype, WeightDtype};
 use crate::domain::Mode;
 use crate::stats::CiMethod;
 use serde::{Deserialize, Serialize};
@@ -162,7 +162,7 @@ pub struct LocalPreset {
     /// The file or folder, relative to the models folder.
     pub file: &'static str,
     /// Weight dtype of a safetensors model.
-    pub dtype: Option<&'static str>,
+    pub dtype: Option<WeightDtype>,
     /// Default device.
     pub device: ComputeDevice,
     /// Default generation limit: the paper's 4,096 for the paper's models; 256 for the
@@ -183,7 +183,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         name: "phi-3-mini-128k",
         backend: "safetensors",
         file: "Phi-3-mini-128k-instruct",
-        dtype: Some("bf16"),
+        dtype: Some(WeightDtype::Bf16),
         device: ComputeDevice::Cuda(None),
         max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Phi-3-mini-128k-instruct, bf16 (the paper's), a Hugging Face folder",
@@ -192,7 +192,7 @@ pub const LOCAL_PRESETS: &[LocalPreset] = &[
         name: "qwen3-8b",
         backend: "safetensors",
         file: "Qwen3-8B",
-        dtype: Some("bf16"),
+        dtype: Some(WeightDtype::Bf16),
         device: ComputeDevice::Cuda(None),
         max_new_tokens: PAPER_MAX_NEW_TOKENS,
         doc: "Qwen3-8B, bf16, thinking off (the paper's), a Hugging Face folder",
@@ -311,8 +311,9 @@ pub struct ModelSpec {
     pub prompt: PromptKind,
     /// Generation limit for LLM backends.
     pub max_new_tokens: u32,
-    /// Weight dtype for candle backends (`f32`, `bf16`, `f16`), if not the file's.
-    pub dtype: Option<String>,
+    /// Weight dtype of a safetensors model (its JSON is the name: `f32`, `bf16`, `f16`);
+    /// `None`: the device's default ([`WeightDtype::default_on`]).
+    pub dtype: Option<WeightDtype>,
     /// `cpu` or `cuda[:N]` (as its name in the sweep's JSON).
     pub device: ComputeDevice,
     /// Longest one generation of a local model may take, in seconds (default
@@ -353,7 +354,7 @@ impl ModelSpec {
             ("conjunction-oracle", _) => ModelBackend::ConjunctionOracle,
             (_, Some(local)) => {
                 device = local.device;
-                dtype = local.dtype.map(str::to_string);
+                dtype = local.dtype;
                 max_new_tokens = local.max_new_tokens;
                 local.model_backend(&models_dir())
             }
@@ -663,7 +664,7 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<SweepSpec, SweepErr
         ));
     }
     let modes = match header.modes {
-        None => Mode::ALL.to_vec(),
+        None => Mode::PAPER.to_vec(),
         Some(list) => {
             if list.get_ref().is_empty() {
                 return Err(v.err(
@@ -994,7 +995,7 @@ impl Validator<'_> {
             m.path = Some(at(&path.to_string_lossy()));
         }
         if m.dtype.is_none() {
-            m.dtype = local.dtype.map(at);
+            m.dtype = local.dtype.map(|d| at(d.name()));
         }
         if m.device.is_none() {
             m.device = Some(at(&local.device.to_string()));
@@ -1212,14 +1213,14 @@ impl Validator<'_> {
             None => PAPER_MAX_NEW_TOKENS,
             Some(n) => self.positive(n, "max_new_tokens", 131_072)?,
         };
-        if let Some(d) = &m.dtype {
-            if !["f32", "bf16", "f16"].contains(&d.get_ref().as_str()) {
-                return Err(self.err(
-                    d.span(),
-                    format!("unknown dtype {:?}; expected f32, bf16, f16", d.get_ref()),
-                ));
-            }
-        }
+        let dtype = match &m.dtype {
+            None => None,
+            Some(d) => Some(
+                d.get_ref()
+                    .parse()
+                    .map_err(|e: UnknownDtype| self.err(d.span(), e.to_string()))?,
+            ),
+        };
         let device = match &m.device {
             None => ComputeDevice::Cpu,
             Some(d) => d
@@ -1233,7 +1234,7 @@ impl Validator<'_> {
                 backend,
                 prompt,
                 max_new_tokens,
-                dtype: m.dtype.map(Spanned::into_inner),
+                dtype,
                 device,
                 generation_timeout_s,
             },

@@ -6,7 +6,7 @@
 use super::embed::read_inputs;
 use anyhow::Context;
 use clap::Args;
-use credence_core::device::ComputeDevice;
+use credence_core::device::{ComputeDevice, WeightDtype};
 use credence_worker::llm::local::{Format, LocalBackend, LocalSettings};
 use credence_worker::llm::ChatMessage;
 use std::io::Write;
@@ -40,9 +40,10 @@ pub struct BenchLlmArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: ComputeDevice,
-    /// Weight dtype of a safetensors model.
+    /// Weight dtype of a safetensors model: f32, bf16 or f16 (default f32 on cpu, bf16
+    /// on cuda).
     #[arg(long)]
-    dtype: Option<String>,
+    dtype: Option<WeightDtype>,
     /// Report a prompt whose generation fails (one JSON line with its id and the error)
     /// and go on with the others, instead of stopping: shows that one failing prompt (too
     /// long for the GPU's memory, say) fails alone.
@@ -82,7 +83,7 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
     let settings = LocalSettings {
         path: args.model.clone(),
         format,
-        dtype: args.dtype.clone(),
+        dtype: args.dtype,
         device: args.device,
         max_new_tokens: args.max_tokens,
         max_batch,

@@ -52,7 +52,7 @@ pub enum Mode {
 
 impl Mode {
     /// The paper's four modes, in its order: a sweep's modes when it names none.
-    pub const ALL: [Mode; 4] = [Mode::Base, Mode::Repair, Mode::SelfRepair, Mode::All];
+    pub const PAPER: [Mode; 4] = [Mode::Base, Mode::Repair, Mode::SelfRepair, Mode::All];
 
     /// Every mode, `verify` (the timing table's line) included.
     pub const EVERY: [Mode; 5] = [
@@ -89,7 +89,7 @@ pub struct UnknownMode(pub String);
 impl FromStr for Mode {
     type Err = UnknownMode;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
+        Mode::PAPER
             .into_iter()
             .find(|m| m.as_str() == s)
             .ok_or_else(|| UnknownMode(s.to_string()))
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn mode_names_round_trip() {
-        for m in Mode::ALL {
+        for m in Mode::PAPER {
             assert_eq!(m.as_str().parse::<Mode>().unwrap(), m);
             let json = serde_json::to_string(&m).unwrap();
             assert_eq!(json, format!("\"{}\"", m.as_str()));

@@ -294,7 +294,7 @@ fn a_pilot_fills_in_and_stated_figures_win_over_it() {
         .clone()
         .unwrap();
     assert_eq!(g.answer_tokens, figure(80.0, Source::Pilot));
-    pilot.cpu_seconds = Mode::ALL.iter().map(|&m| (m, 0.01)).collect();
+    pilot.cpu_seconds = Mode::PAPER.iter().map(|&m| (m, 0.01)).collect();
     let e = of(Stated::default(), Some(&pilot));
     assert_eq!(e.pilot.as_deref(), Some("pilot"));
     let cpu = e.cpu.unwrap();

@@ -38,7 +38,7 @@ fn err(text: &str) -> String {
 fn valid_sweep_is_typed_with_defaults() {
     let s = parse_str(GOOD).unwrap();
     assert_eq!(s.name, "demo");
-    assert_eq!(s.modes, Mode::ALL.to_vec());
+    assert_eq!(s.modes, Mode::PAPER.to_vec());
     assert_eq!(s.shard_size, 10);
     assert_eq!(s.verifier, VerifierSettings::default());
     assert_eq!(
@@ -358,6 +358,14 @@ fn endpoint_mistakes_name_their_place() {
             "backend = \"gguf\"\npath = \"m.gguf\"\nmax_concurrency = 8\n",
             r#"sweeps/x.toml:20:19: field "max_concurrency" only applies to backend "openai", not "gguf""#,
         ),
+        (
+            "backend = \"gguf\"\npath = \"m.gguf\"\ndtype = \"fp16\"\n",
+            r#"sweeps/x.toml:20:9: unknown dtype "fp16"; expected f32, bf16, f16"#,
+        ),
+        (
+            "backend = \"gguf\"\npath = \"m.gguf\"\ndevice = \"gpu\"\n",
+            r#"sweeps/x.toml:20:10: unknown device "gpu"; expected cpu, cuda or cuda:N"#,
+        ),
     ] {
         assert_eq!(err(&GOOD.replace(base, replacement)), want, "{replacement}");
     }
@@ -378,8 +386,8 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
     };
     assert!(path.ends_with("Qwen3-8B"), "{}", path.display());
     assert_eq!(
-        (m.dtype.as_deref(), m.device),
-        (Some("bf16"), ComputeDevice::Cuda(None))
+        (m.dtype, m.device),
+        (Some(WeightDtype::Bf16), ComputeDevice::Cuda(None))
     );
 
     let spec = parse_str(&sweep(
@@ -393,10 +401,7 @@ fn a_local_preset_fills_backend_path_dtype_and_device_unless_given() {
             path: PathBuf::from("sweeps/mine.gguf")
         }
     );
-    assert_eq!(
-        (m.dtype.as_deref(), m.device),
-        (None, ComputeDevice::Cuda(Some(1)))
-    );
+    assert_eq!((m.dtype, m.device), (None, ComputeDevice::Cuda(Some(1))));
     // A small preset's own generation limit; the paper's for the paper's models; the
     // model's own wins.
     assert_eq!(m.max_new_tokens, 256);

@@ -498,7 +498,7 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
                 },
             )
             .collect::<Result<Vec<_>, StoreError>>()?;
-        outputs.sort_by_key(|o| Mode::ALL.iter().position(|m| *m == o.mode));
+        outputs.sort_by_key(|o| Mode::PAPER.iter().position(|m| *m == o.mode));
         Ok(Some(StoredExample {
             dataset: dataset.to_string(),
             model: model.to_string(),

@@ -210,7 +210,7 @@ pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
     LocalSettings {
         path,
         format,
-        dtype: spec.dtype.clone(),
+        dtype: spec.dtype,
         device: spec.device,
         max_new_tokens: spec.max_new_tokens,
         max_batch: local::default_max_batch(spec.device),

@@ -517,7 +517,7 @@ pub fn settings_on(
     LocalSettings {
         path: path.to_path_buf(),
         format,
-        dtype: dtype.map(str::to_string),
+        dtype: dtype.map(|d| d.parse().expect("a dtype name: f32, bf16 or f16")),
         device: device.parse().expect("a device name: cpu, cuda or cuda:N"),
         max_new_tokens,
         max_batch: 4,

@@ -61,9 +61,9 @@ pub struct LocalSettings {
     pub path: PathBuf,
     /// Its format.
     pub format: Format,
-    /// Weight dtype of a safetensors model (`f32`, `bf16`, `f16`); default f32 on CPU and
-    /// bf16 on CUDA. GGUF weights stay as quantised.
-    pub dtype: Option<String>,
+    /// Weight dtype of a safetensors model; `None`: f32 on CPU and bf16 on CUDA. GGUF
+    /// weights stay as quantised.
+    pub dtype: Option<WeightDtype>,
     /// Where it runs.
     pub device: ComputeDevice,
     /// Generation limit.
@@ -75,7 +75,7 @@ pub struct LocalSettings {
     pub generation_timeout: Duration,
 }
 
-pub use credence_core::device::ComputeDevice;
+pub use credence_core::device::{ComputeDevice, WeightDtype};
 pub use credence_core::sweep::default_max_batch;
 
 fn device_of(device: ComputeDevice) -> Result<Device, String> {
@@ -85,13 +85,14 @@ fn device_of(device: ComputeDevice) -> Result<Device, String> {
     }
 }
 
-fn dtype_of(settings: &LocalSettings) -> Result<DType, String> {
-    match settings.dtype.as_deref() {
-        None if settings.device.is_cuda() => Ok(DType::BF16),
-        None | Some("f32") => Ok(DType::F32),
-        Some("bf16") => Ok(DType::BF16),
-        Some("f16") => Ok(DType::F16),
-        Some(other) => Err(format!("unknown dtype {other:?}; expected f32, bf16, f16")),
+fn dtype_of(settings: &LocalSettings) -> DType {
+    match settings
+        .dtype
+        .unwrap_or(WeightDtype::default_on(settings.device))
+    {
+        WeightDtype::F32 => DType::F32,
+        WeightDtype::Bf16 => DType::BF16,
+        WeightDtype::F16 => DType::F16,
     }
 }
 
@@ -185,7 +186,7 @@ fn model_files(settings: &LocalSettings) -> Result<Vec<PathBuf>, LoadError> {
 /// without loading the model (it hashes the files).
 pub fn fingerprint(settings: &LocalSettings) -> Result<String, LoadError> {
     let mut h = Sha256::new();
-    let dtype = dtype_of(settings).map_err(|e| LoadError::new(&settings.path, e))?;
+    let dtype = dtype_of(settings);
     let device_kind = if settings.device.is_cuda() {
         "cuda"
     } else {
@@ -242,8 +243,7 @@ impl LocalModel {
         let loaded = match settings.format {
             Format::Gguf => Self::load_gguf(&settings.path, &device)?,
             Format::Safetensors => {
-                let dtype = dtype_of(settings).map_err(at)?;
-                Self::load_safetensors(&settings.path, dtype, &device)?
+                Self::load_safetensors(&settings.path, dtype_of(settings), &device)?
             }
         };
         tracing::info!(
