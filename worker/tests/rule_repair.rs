@@ -21,8 +21,11 @@ fn split(text: &str) -> Option<(SplitRule, Vec<String>)> {
     split_claim(&doc, &boundaries, SplitOptions::default()).map(|s| (s.rule, s.parts))
 }
 
-fn parts(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+/// Asserts that `text` splits by `rule` into `parts`.
+#[track_caller]
+fn expect_split(text: &str, rule: SplitRule, parts: &[&str]) {
+    let parts = parts.iter().map(|s| s.to_string()).collect();
+    assert_eq!(split(text), Some((rule, parts)), "{text}");
 }
 
 #[test]
@@ -30,19 +33,15 @@ fn coordinated_clauses_split_with_their_own_subjects() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("The bridge collapsed and the road was blocked."),
-        Some((
-            SplitRule::ConservativeSplit,
-            parts(&["The bridge collapsed.", "The road was blocked."])
-        ))
+    expect_split(
+        "The bridge collapsed and the road was blocked.",
+        SplitRule::ConservativeSplit,
+        &["The bridge collapsed.", "The road was blocked."],
     );
-    assert_eq!(
-        split("Sales fell 5% in 2024, but profit rose to $2 million."),
-        Some((
-            SplitRule::ConservativeSplit,
-            parts(&["Sales fell 5% in 2024.", "Profit rose to $2 million."])
-        ))
+    expect_split(
+        "Sales fell 5% in 2024, but profit rose to $2 million.",
+        SplitRule::ConservativeSplit,
+        &["Sales fell 5% in 2024.", "Profit rose to $2 million."],
     );
 }
 
@@ -51,15 +50,13 @@ fn a_reported_coordination_keeps_its_frame_in_both_parts() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("He said the bridge collapsed and the road was blocked."),
-        Some((
-            SplitRule::ConservativeSplit,
-            parts(&[
-                "He said the bridge collapsed.",
-                "He said the road was blocked."
-            ])
-        ))
+    expect_split(
+        "He said the bridge collapsed and the road was blocked.",
+        SplitRule::ConservativeSplit,
+        &[
+            "He said the bridge collapsed.",
+            "He said the road was blocked.",
+        ],
     );
 }
 
@@ -68,19 +65,15 @@ fn causal_adverbial_clauses_split_without_their_marker() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("Prices rose so the bank raised rates."),
-        Some((
-            SplitRule::ConservativeSplit,
-            parts(&["Prices rose.", "The bank raised rates."])
-        ))
+    expect_split(
+        "Prices rose so the bank raised rates.",
+        SplitRule::ConservativeSplit,
+        &["Prices rose.", "The bank raised rates."],
     );
-    assert_eq!(
-        split("Because it rained, the game was cancelled."),
-        Some((
-            SplitRule::ConservativeSplit,
-            parts(&["It rained.", "The game was cancelled."])
-        ))
+    expect_split(
+        "Because it rained, the game was cancelled.",
+        SplitRule::ConservativeSplit,
+        &["It rained.", "The game was cancelled."],
     );
 }
 
@@ -89,15 +82,13 @@ fn because_under_a_reporting_verb_keeps_the_reporting_frame() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("Officials said that the bridge collapsed because the river flooded."),
-        Some((
-            SplitRule::ReportingBecause,
-            parts(&[
-                "Officials said that the bridge collapsed.",
-                "Officials said that the river flooded."
-            ])
-        ))
+    expect_split(
+        "Officials said that the bridge collapsed because the river flooded.",
+        SplitRule::ReportingBecause,
+        &[
+            "Officials said that the bridge collapsed.",
+            "Officials said that the river flooded.",
+        ],
     );
     let doc = nlp()
         .unwrap()
@@ -124,15 +115,13 @@ fn a_refused_boundary_gives_way_to_the_next_one() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("When the storm hit, the bridge collapsed and the road was blocked."),
-        Some((
-            SplitRule::ConservativeSplit,
-            parts(&[
-                "When the storm hit, the bridge collapsed.",
-                "The road was blocked."
-            ])
-        ))
+    expect_split(
+        "When the storm hit, the bridge collapsed and the road was blocked.",
+        SplitRule::ConservativeSplit,
+        &[
+            "When the storm hit, the bridge collapsed.",
+            "The road was blocked.",
+        ],
     );
 }
 
@@ -144,15 +133,13 @@ fn the_nearest_reporting_frame_governs_the_because_part() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("Officials said the company announced it closed because sales fell."),
-        Some((
-            SplitRule::ReportingBecause,
-            parts(&[
-                "Officials said the company announced it closed.",
-                "Officials said the company announced sales fell."
-            ])
-        ))
+    expect_split(
+        "Officials said the company announced it closed because sales fell.",
+        SplitRule::ReportingBecause,
+        &[
+            "Officials said the company announced it closed.",
+            "Officials said the company announced sales fell.",
+        ],
     );
 }
 
@@ -161,12 +148,10 @@ fn used_to_coordinations_split_with_the_frame() {
     if nlp().is_none() {
         return;
     }
-    assert_eq!(
-        split("He used to work in Paris and live in Berlin."),
-        Some((
-            SplitRule::UsedToAnd,
-            parts(&["He used to work in Paris.", "He used to live in Berlin."])
-        ))
+    expect_split(
+        "He used to work in Paris and live in Berlin.",
+        SplitRule::UsedToAnd,
+        &["He used to work in Paris.", "He used to live in Berlin."],
     );
 }
 
