@@ -5,13 +5,18 @@
 
 mod common;
 
-use common::synthetic::{self, RUN, SCRIPT_CLAIM};
+use common::synthetic::{self, AFC_RUN, RUN, SCRIPT_CLAIM};
 use credence::view::{router, Viewer};
 use credence_core::domain::Mode;
 use credence_infra::store::browse::ExampleBrowser;
+use credence_infra::store::Store;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const N: usize = 120;
+
+/// Claims of the synthetic AFC run.
+const AFC_N: usize = 60;
 
 /// Serves a synthetic run of 2 models x 1 dataset x `N` examples in SQLite; returns the
 /// base URL.
@@ -23,7 +28,11 @@ async fn serve(dir: &std::path::Path) -> String {
 }
 
 async fn serve_store(store: Arc<dyn ExampleBrowser>) -> String {
-    let viewer = Viewer::open(store, RUN).await.expect("opening the view");
+    serve_run(store, RUN).await
+}
+
+async fn serve_run(store: Arc<dyn ExampleBrowser>, run: &str) -> String {
+    let viewer = Viewer::open(store, run).await.expect("opening the view");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router(Arc::new(viewer))).await });
@@ -117,9 +126,14 @@ async fn the_view_reads_postgresql_the_same() {
     synthetic::write_into(&store, dir.path(), 2, 1, N)
         .await
         .expect("writing the synthetic run");
-    let base = serve_store(Arc::new(store)).await;
+    synthetic::write_afc_into(&store, dir.path(), 2, AFC_N)
+        .await
+        .expect("writing the synthetic AFC run");
+    let store = Arc::new(store);
+    let base = serve_store(store.clone()).await;
     filters_sort_and_pages(&base).await;
     escaped(&base).await;
+    afc_pages(&serve_run(store.clone(), AFC_RUN).await, store.as_ref()).await;
 }
 
 async fn filters_sort_and_pages(base: &str) {
@@ -304,4 +318,177 @@ async fn keys_move_between_examples_in_a_browser() {
         "{dom}"
     );
     assert!(dom.contains("data-after-u=\"/\""), "{dom}");
+}
+
+/// The rows of a rendered AFC list page, as `decomposer/claim id`, in order.
+fn afc_rows(html: &str) -> Vec<String> {
+    html.split("<tr data-id=\"")
+        .skip(1)
+        .map(|s| {
+            let id = &s[..s.find('"').unwrap()];
+            let d = s.split("data-decomposer=\"").nth(1).unwrap();
+            format!("{}/{id}", &d[..d.find('"').unwrap()])
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn afc_claims_list_filter_and_show_what_the_judge_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = credence_infra::store::sqlite::SqliteStore::open(&dir.path().join("afc.db"))
+        .await
+        .unwrap();
+    synthetic::write_afc_into(&store, dir.path(), 2, AFC_N)
+        .await
+        .expect("writing the synthetic AFC run");
+    let store = Arc::new(store);
+    afc_pages(&serve_run(store.clone(), AFC_RUN).await, store.as_ref()).await;
+    // A run without [afc] says so.
+    synthetic::write_into(store.as_ref(), dir.path(), 1, 1, 3)
+        .await
+        .unwrap();
+    let base = serve_store(store).await;
+    let (_, list) = get(&format!("{base}/")).await;
+    assert!(!list.contains("id=\"afc-link\""), "{list}");
+    let (status, body) = get(&format!("{base}/afc")).await;
+    assert_eq!(status, 404);
+    assert!(body.contains("has no [afc]"), "{body}");
+}
+
+/// The AFC pages of the synthetic AFC run served at `base`, against the run's results
+/// read through the store's own reader (`Store::afc_results`, the report's).
+async fn afc_pages(base: &str, store: &dyn Store) {
+    use credence_core::afc::AfcSetting;
+    let stored = store.afc_results(AFC_RUN).await.unwrap();
+    // (decomposer, claim) -> setting -> right?
+    type Key = (String, String);
+    type Right = BTreeMap<AfcSetting, bool>;
+    let mut right: BTreeMap<Key, Right> = BTreeMap::new();
+    let mut verdicts: BTreeMap<(String, String), Vec<_>> = BTreeMap::new();
+    for r in &stored {
+        let key = (r.model.clone(), r.example_id.clone());
+        right
+            .entry(key.clone())
+            .or_default()
+            .insert(r.setting, r.verdict == r.gold);
+        verdicts.entry(key).or_default().push(r.verdict);
+    }
+    assert_eq!(right.len(), 2 * AFC_N);
+    let matching = |f: &dyn Fn(&Key, &Right) -> bool| {
+        right.iter().filter(|(k, s)| f(k, s)).count()
+    };
+
+    let (status, list) = get(&format!("{base}/")).await;
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains("id=\"afc-link\""), "{list}");
+    let (status, all) = get(&format!("{base}/afc")).await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(count(&all), 2 * AFC_N);
+    let rows = afc_rows(&all);
+    assert_eq!(rows.len(), 50);
+    assert_eq!(rows[..2], ["dec-0/c0000", "dec-0/c0001"]);
+    assert_eq!(all.matches("data-verdict=").count(), 50 * 3);
+    let (_, page3) = get(&format!("{base}/afc?page=3")).await;
+    assert_eq!(afc_rows(&page3)[0], "dec-1/c0040");
+    assert!(page3.contains("rel=\"prev\"") && !page3.contains("rel=\"next\""));
+
+    for (query, want) in [
+        (
+            "wrong=credence",
+            matching(&|_, s| !s[&AfcSetting::Credence]),
+        ),
+        (
+            "wrong=credence&right=none&decomposer=dec-1",
+            matching(&|k, s| k.0 == "dec-1" && !s[&AfcSetting::Credence] && s[&AfcSetting::None]),
+        ),
+        (
+            "right=factscore&dataset=claims",
+            matching(&|_, s| s[&AfcSetting::Factscore]),
+        ),
+        (
+            "disagree=1",
+            verdicts
+                .values()
+                .filter(|v| v.iter().any(|x| *x != v[0]))
+                .count(),
+        ),
+    ] {
+        let (status, page) = get(&format!("{base}/afc?{query}")).await;
+        assert_eq!(status, 200, "{query}: {page}");
+        assert!(want > 0 && want < 2 * AFC_N, "{query}: {want}");
+        assert_eq!(count(&page), want, "{query}");
+        assert_eq!(afc_rows(&page).len(), want.min(50), "{query}");
+    }
+    // Past the last page: no rows, the count still right.
+    let (_, past) = get(&format!("{base}/afc?wrong=credence&page=9")).await;
+    assert_eq!(count(&past), matching(&|_, s| !s[&AfcSetting::Credence]));
+    assert!(past.contains("id=\"empty\""));
+
+    // A claim: its evidence, each setting's judged claims, the fallback, the answer
+    // without a label, the other decomposer, and the way back to the list's page.
+    let (status, claim) = get(&format!(
+        "{base}/afc/claim?ds=claims&dec=dec-0&id=c0001&wrong=credence&page=2"
+    ))
+    .await;
+    assert_eq!(status, 200, "{claim}");
+    assert_eq!(claim.matches("class=\"mode\" data-setting=").count(), 3);
+    assert!(claim.contains("id=\"gold\">REFUTE<"), "{claim}");
+    assert!(claim.contains("Evidence one for claim 1 &lt;b&gt;bold&lt;/b&gt;."));
+    assert!(
+        claim.contains("empty decomposition: judged whole"),
+        "{claim}"
+    );
+    assert!(claim.contains("Part 2 of claim 1 (factscore)."));
+    assert!(claim.contains("dec=dec-1&amp;id=c0001"), "{claim}");
+    assert!(
+        claim.contains("href=\"/afc?wrong=credence&amp;page=2\""),
+        "{claim}"
+    );
+    let (_, unparsable) = get(&format!("{base}/afc/claim?ds=claims&dec=dec-1&id=c0002")).await;
+    assert!(
+        unparsable.contains("no label in the answer"),
+        "{unparsable}"
+    );
+    let (_, script) = get(&format!("{base}/afc/claim?ds=claims&dec=dec-0&id=c0000")).await;
+    assert!(script
+        .contains("Masks &lt;script&gt;alert(&#39;c&#39;)&lt;/script&gt; &amp; reduce spread."));
+    assert_eq!(script.matches("<script>").count(), 1, "only the page's own");
+
+    for (query, status, says) in [
+        (
+            "/afc?wrong=all",
+            400,
+            "wrong=\"all\": expected one of the run's settings (none, factscore, credence)",
+        ),
+        (
+            "/afc?decomposer=gpt",
+            400,
+            "the run has no such decomposer (it has dec-0, dec-1)",
+        ),
+        (
+            "/afc?dataset=fever",
+            400,
+            "no such AFC dataset (it has claims)",
+        ),
+        (
+            "/afc?disagree=yes",
+            400,
+            "disagree=\"yes\": expected 1 or 0",
+        ),
+        (
+            "/afc/claim?ds=claims",
+            400,
+            "ds=DATASET&amp;dec=DECOMPOSER&amp;id=ID",
+        ),
+        (
+            "/afc/claim?ds=claims&dec=dec-0&id=nope",
+            404,
+            "no judgement of claim \"nope\"",
+        ),
+    ] {
+        let (got, body) = get(&format!("{base}{query}")).await;
+        let body = body.replace("&quot;", "\"").replace("&#39;", "'");
+        assert_eq!(got, status, "{query}: {body}");
+        assert!(body.contains(says), "{query}: {body}");
+    }
 }

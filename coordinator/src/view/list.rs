@@ -275,11 +275,14 @@ pub fn render(run: &str, spec: &SweepSpec, state: &ListState, rows: &ExamplePage
          example's timed stages. A check or \"worse than base\" filter looks at the chosen mode, \
          or at any mode when none is chosen.</p>",
     );
-    let header = match (&state.dataset, &state.model) {
+    let mut header = match (&state.dataset, &state.model) {
         (Some(d), Some(m)) if !d.is_empty() && !m.is_empty() => {
             format!("<span>{} × {}</span>", esc(d), esc(m))
         }
         _ => String::new(),
     };
+    if spec.afc.is_some() {
+        header.insert_str(0, "<a href=\"/afc\" id=\"afc-link\">AFC claims</a>");
+    }
     page(&format!("credence view: {run}"), run, &header, &body)
 }

@@ -1,7 +1,8 @@
 //! `credence view`: a local web page on every example of a finished run, served from
 //! either engine's store. `/` lists the run's examples a page at a time (filters and
 //! sort in the URL, [`query`]); `/example` shows one example of one model in every mode
-//! ([`example`]). Pages are rendered here as HTML with their style and a few lines of
+//! ([`example`]); `/afc` and `/afc/claim` do the same for a run's fact-checking claims
+//! ([`afc`]). Pages are rendered here as HTML with their style and a few lines of
 //! script inline ([`page`]): nothing is fetched, so it works offline. Every query reads
 //! one page or one example ([`credence_infra::store::browse`]), so a run of any size
 //! opens at once.
@@ -14,6 +15,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod afc;
 mod diff;
 mod example;
 mod list;
@@ -97,6 +99,8 @@ pub fn router(viewer: Arc<Viewer>) -> Router {
     Router::new()
         .route("/", get(list_page))
         .route("/example", get(example_page))
+        .route("/afc", get(afc_list_page))
+        .route("/afc/claim", get(afc_claim_page))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such page: try /") })
         .with_state(viewer)
 }
@@ -183,6 +187,78 @@ async fn example_page(State(viewer): State<Arc<Viewer>>, uri: Uri) -> Response {
             &format!(
                 "run {:?} has no output of model {:?} for example {:?} of dataset {:?}",
                 viewer.run, key.md, key.id, key.ds
+            ),
+        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// The page of a run without `[afc]` asked for its AFC pages.
+fn no_afc(viewer: &Viewer) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        &format!(
+            "run {:?} has no [afc]: no claims were fact-checked",
+            viewer.run
+        ),
+    )
+}
+
+async fn afc_list_page(State(viewer): State<Arc<Viewer>>, uri: Uri) -> Response {
+    let Some(afc) = &viewer.spec.afc else {
+        return no_afc(&viewer);
+    };
+    let state = match afc::AfcState::parse(uri.query()) {
+        Ok(s) => s,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+    };
+    let query = match state.query(&viewer.run, afc) {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+    };
+    match viewer.store.afc_page(&query).await {
+        Ok(rows) => html(afc::render_list(&viewer.run, afc, &state, &rows)),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// Which claim (`ds`, `dec`, `id`).
+#[derive(Deserialize)]
+struct ClaimKey {
+    ds: String,
+    dec: String,
+    id: String,
+}
+
+async fn afc_claim_page(State(viewer): State<Arc<Viewer>>, uri: Uri) -> Response {
+    if viewer.spec.afc.is_none() {
+        return no_afc(&viewer);
+    }
+    let raw = uri.query().unwrap_or("");
+    let key: ClaimKey = match serde_urlencoded::from_str(raw) {
+        Ok(k) => k,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("a claim's address needs ds=DATASET&dec=DECOMPOSER&id=ID: {e}"),
+            )
+        }
+    };
+    let state = match afc::AfcState::parse(Some(raw)) {
+        Ok(s) => s,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+    };
+    match viewer
+        .store
+        .afc_claim(&viewer.run, &key.ds, &key.dec, &key.id)
+        .await
+    {
+        Ok(Some(claim)) => html(afc::render_claim(&viewer.run, &viewer.spec, &claim, &state)),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "run {:?} has no judgement of claim {:?} of AFC dataset {:?} by decomposer {:?}",
+                viewer.run, key.id, key.ds, key.dec
             ),
         ),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),

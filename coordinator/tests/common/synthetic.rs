@@ -212,7 +212,14 @@ pub async fn write_into(
             len: n as u32,
         })
         .collect();
-    let jobs = plan(RUN, &planned_models, &planned, &Mode::PAPER, 100, "synthetic");
+    let jobs = plan(
+        RUN,
+        &planned_models,
+        &planned,
+        &Mode::PAPER,
+        100,
+        "synthetic",
+    );
     let ids: Vec<String> = (0..datasets).map(|d| format!("data-{d}")).collect();
     let records: Vec<PlannedDatasetRecord<'_>> = ids
         .iter()
@@ -243,4 +250,192 @@ pub async fn write_into(
 /// How many examples of one model in `mode` the synthetic figures make non-atomic.
 pub fn non_atomic_count(n: usize, mode: Mode) -> usize {
     (0..n).filter(|&i| figures(i, mode).4).count()
+}
+
+/// The run id of a synthetic AFC run ([`write_afc_into`]).
+pub const AFC_RUN: &str = "synthetic-afc";
+
+/// The claim of an AFC run's first claim, which holds markup.
+pub const AFC_SCRIPT_CLAIM: &str = "Masks <script>alert('c')</script> & reduce spread.";
+
+/// The judged (sub-)claims of claim `i` in `setting` by decomposer `d`: the claim whole
+/// for `none`, two or three sub-claims otherwise (none for the credence setting's claim
+/// 1, an empty decomposition judged whole), with labels that vary by claim, setting and
+/// decomposer; claim 2's last judgement held no label.
+fn afc_judged(
+    text: &str,
+    i: usize,
+    d: usize,
+    setting: credence_core::afc::AfcSetting,
+) -> (Vec<credence_core::afc::JudgedClaim>, bool) {
+    use credence_core::afc::{AfcSetting, JudgedClaim, NliLabel};
+    let label = |k: usize| match (i + k + d) % 3 {
+        0 => NliLabel::Support,
+        1 => NliLabel::Contradict,
+        _ => NliLabel::Neutral,
+    };
+    let judged = |claim: String, k: usize, unparsable: bool| {
+        let label = if unparsable {
+            NliLabel::Neutral
+        } else {
+            label(k)
+        };
+        JudgedClaim {
+            claim,
+            label,
+            score: if unparsable {
+                0.0
+            } else {
+                label.default_score() * 0.9
+            },
+            unparsable,
+        }
+    };
+    let parts = match setting {
+        AfcSetting::None => return (vec![judged(text.to_string(), 0, false)], false),
+        AfcSetting::Credence if i == 1 => {
+            return (vec![judged(text.to_string(), 0, false)], true);
+        }
+        AfcSetting::Credence => 2,
+        AfcSetting::Factscore => 3,
+    };
+    let kind = setting.as_str();
+    let judged = (0..parts)
+        .map(|k| {
+            judged(
+                format!("Part {k} of claim {i} ({kind})."),
+                k + 1,
+                i == 2 && k + 1 == parts,
+            )
+        })
+        .collect();
+    (judged, false)
+}
+
+/// Writes a synthetic finished AFC run into `store` (`dir` is where its sweep says it
+/// lives): `decomposers` endpoint models (never reached) x one AFC dataset (`claims`)
+/// of `n` claims x the three settings, every claim judged. Returns the run's id.
+pub async fn write_afc_into(
+    store: &dyn Store,
+    dir: &Path,
+    decomposers: usize,
+    n: usize,
+) -> anyhow::Result<&'static str> {
+    use credence_core::afc::{AfcResult, AfcSetting, Verdict};
+    use credence_core::domain::{AfcGold, AFC_META_KEY};
+    use credence_core::job::{plan_afc, AfcPlan};
+    let mut text = format!("[sweep]\nname = \"{AFC_RUN}\"\n");
+    for d in 0..decomposers {
+        text.push_str(&format!(
+            "[[models]]\nname = \"dec-{d}\"\nbackend = \"openai\"\n\
+             base_url = \"http://127.0.0.1:9/v1\"\napi_model = \"m{d}\"\n"
+        ));
+    }
+    text.push_str(
+        "[afc]\njudge = \"dec-0\"\n[[afc.datasets]]\nid = \"claims\"\npath = \"claims.jsonl\"\n",
+    );
+    let spec = credence_core::sweep::parse(&text, &dir.join("synthetic-afc.toml"), dir)?;
+    let gold = |i: usize| {
+        if i.is_multiple_of(2) {
+            Verdict::Support
+        } else {
+            Verdict::Refute
+        }
+    };
+    let examples: Vec<Example> = (0..n)
+        .map(|i| {
+            let mut meta = serde_json::Map::new();
+            let evidence = vec![
+                format!("Evidence one for claim {i} <b>bold</b>."),
+                format!("Evidence two for claim {i}."),
+            ];
+            meta.insert(
+                AFC_META_KEY.to_string(),
+                serde_json::to_value(AfcGold {
+                    label: gold(i),
+                    evidence,
+                })
+                .expect("gold as JSON"),
+            );
+            Example {
+                id: format!("c{i:04}"),
+                text: if i == 0 {
+                    AFC_SCRIPT_CLAIM.to_string()
+                } else {
+                    format!("Claim {i} says that measure {i} worked in {}.", 2000 + i)
+                },
+                references: Vec::new(),
+                meta,
+            }
+        })
+        .collect();
+    let loaded = LoadedDataset {
+        path: dir.join("claims.jsonl"),
+        hash: format!("synthetic-afc-{n}"),
+        examples,
+    };
+    let models: Vec<PlannedModel> = (0..decomposers)
+        .map(|d| PlannedModel {
+            name: format!("dec-{d}"),
+            fingerprint: format!("openai/m{d}"),
+        })
+        .collect();
+    let datasets = [PlannedDataset {
+        id: "claims".into(),
+        hash: loaded.hash.clone(),
+        len: n as u32,
+    }];
+    let jobs = plan_afc(
+        AFC_RUN,
+        &models,
+        &datasets,
+        &AfcPlan {
+            settings: &AfcSetting::ALL,
+            decomposition_mode: Mode::All,
+            judge: "dec-0",
+            judge_fingerprint: "openai/m0",
+        },
+        100,
+        "synthetic",
+    );
+    let id = "claims".to_string();
+    store
+        .record_plan(
+            &RunRecord {
+                run_id: AFC_RUN.into(),
+                spec_json: serde_json::to_string(&spec)?,
+            },
+            &[PlannedDatasetRecord {
+                id: &id,
+                data: &loaded,
+            }],
+            &jobs,
+        )
+        .await?;
+    for job in &jobs {
+        let task = job.afc.as_ref().expect("an AFC job");
+        let d: usize = job.model.trim_start_matches("dec-").parse()?;
+        let results: Vec<AfcResult> = (job.start..job.start + job.len)
+            .map(|i| i as usize)
+            .map(|i| {
+                let ex = &loaded.examples[i];
+                let (judged, fell_back) = afc_judged(&ex.text, i, d, task.setting);
+                let whole = task.setting == AfcSetting::None || fell_back;
+                let compound = AfcResult::verdict_of(&judged, whole);
+                AfcResult {
+                    example_id: ex.id.clone(),
+                    gold: gold(i),
+                    n_subclaims: if whole { 0 } else { judged.len() as u32 },
+                    llm_calls: judged.len() as u32 + u32::from(!whole),
+                    judged,
+                    verdict: compound.verdict,
+                    score: compound.score,
+                    fell_back,
+                    error: None,
+                }
+            })
+            .collect();
+        let _commit = store.record_afc_results(job, &results).await?;
+    }
+    Ok(AFC_RUN)
 }

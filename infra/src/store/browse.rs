@@ -19,6 +19,7 @@ use list_sql::{cells_stmts, count_stmt, page_stmt};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
+pub mod afc;
 mod list_sql;
 
 /// A verifier check an example's claims can fail (the list's "failing check" filter),
@@ -234,6 +235,19 @@ pub trait ExampleBrowser: Store {
         example_id: &str,
     ) -> Result<Option<StoredExample>, StoreError>;
 
+    /// A page of a run's AFC claims (one row per decomposer and claim).
+    async fn afc_page(&self, query: &afc::AfcQuery) -> Result<afc::AfcPage, StoreError>;
+
+    /// One AFC claim of one decomposer with every setting's judgement; `None` when the
+    /// run judged none.
+    async fn afc_claim(
+        &self,
+        run: &str,
+        dataset: &str,
+        decomposer: &str,
+        example_id: &str,
+    ) -> Result<Option<afc::AfcClaim>, StoreError>;
+
     /// The completions cached for `prompt` (the generation cache's prompt text) under any
     /// of `fingerprints`, oldest first.
     async fn cached_completions(
@@ -255,8 +269,9 @@ pub trait ExampleBrowser: Store {
 }
 
 /// The tables [`ExampleBrowser`]'s pages read.
-const BROWSED_TABLES: [&str; 5] = [
+const BROWSED_TABLES: [&str; 6] = [
     "predictions",
+    "afc_results",
     "examples",
     "jobs",
     "metric_values",
@@ -375,6 +390,20 @@ impl<DB: Engine> ExampleBrowser for SqlStore<DB> {
             total: u64::try_from(total).unwrap_or(0),
             rows,
         })
+    }
+
+    async fn afc_page(&self, query: &afc::AfcQuery) -> Result<afc::AfcPage, StoreError> {
+        afc::afc_page(self, query).await
+    }
+
+    async fn afc_claim(
+        &self,
+        run: &str,
+        dataset: &str,
+        decomposer: &str,
+        example_id: &str,
+    ) -> Result<Option<afc::AfcClaim>, StoreError> {
+        afc::afc_claim(self, run, dataset, decomposer, example_id).await
     }
 
     async fn stored_example(

@@ -230,23 +230,14 @@ pub(crate) type AfcRow = (
 pub(crate) fn afc_results(
     rows: Vec<AfcRow>,
 ) -> Result<Vec<credence_core::afc::StoredAfc>, StoreError> {
-    use credence_core::afc::{StoredAfc, Verdict};
-    let corrupt = |message: String| StoreError::Corrupt {
-        what: "afc_results",
-        message,
-    };
-    let verdict = |s: &str| match s {
-        "SUPPORT" => Ok(Verdict::Support),
-        "REFUTE" => Ok(Verdict::Refute),
-        other => Err(corrupt(format!("verdict {other:?}"))),
-    };
-    let count = |n: i64| u32::try_from(n).map_err(|e| corrupt(e.to_string()));
+    use super::browse::afc::{count, setting, verdict};
+    use credence_core::afc::StoredAfc;
     rows.into_iter()
         .map(
             |(
                 model,
                 dataset,
-                setting,
+                setting_name,
                 example_id,
                 gold,
                 pred,
@@ -256,7 +247,7 @@ pub(crate) fn afc_results(
                 unparsable,
             )| {
                 Ok(StoredAfc {
-                    setting: setting.parse().map_err(corrupt)?,
+                    setting: setting(&setting_name)?,
                     gold: verdict(&gold)?,
                     verdict: verdict(&pred)?,
                     score,
