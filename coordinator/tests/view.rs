@@ -374,9 +374,7 @@ async fn afc_pages(base: &str, store: &dyn Store) {
         verdicts.entry(key).or_default().push(r.verdict);
     }
     assert_eq!(right.len(), 2 * AFC_N);
-    let matching = |f: &dyn Fn(&Key, &Right) -> bool| {
-        right.iter().filter(|(k, s)| f(k, s)).count()
-    };
+    let matching = |f: &dyn Fn(&Key, &Right) -> bool| right.iter().filter(|(k, s)| f(k, s)).count();
 
     let (status, list) = get(&format!("{base}/")).await;
     assert_eq!(status, 200, "{list}");

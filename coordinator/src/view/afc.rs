@@ -4,7 +4,9 @@
 //! disagree; all in the URL); `/afc/claim` shows one claim with its evidence and, per
 //! setting, the (sub-)claims the judge read with each label and score.
 
+use super::list::select;
 use super::page::{esc, figure, page};
+use super::query::given;
 use credence_core::afc::AfcSetting;
 use credence_core::domain::Verdict;
 use credence_core::sweep::{AfcSpec, SweepSpec};
@@ -35,11 +37,6 @@ pub struct AfcState {
     /// 1-based.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<u64>,
-}
-
-/// An empty URL field is no filter (what a form's "any" option sends).
-fn given(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
 impl AfcState {
@@ -150,26 +147,6 @@ fn claim_href(state: &AfcState, dataset: &str, decomposer: &str, id: &str) -> St
 fn verdict_html(verdict: Verdict, gold: Verdict) -> String {
     let class = if verdict == gold { "good" } else { "bad" };
     format!("<span class=\"{class}\">{}</span>", verdict.as_str())
-}
-
-fn select(name: &str, label: &str, current: Option<&str>, options: &[(&str, &str)]) -> String {
-    let mut out = format!(
-        "<label>{label}<select name=\"{name}\" id=\"f-{name}\"><option value=\"\">any</option>"
-    );
-    for (value, text) in options {
-        let selected = if current == Some(*value) {
-            " selected"
-        } else {
-            ""
-        };
-        out.push_str(&format!(
-            "<option value=\"{}\"{selected}>{}</option>",
-            esc(value),
-            esc(text)
-        ));
-    }
-    out.push_str("</select></label>");
-    out
 }
 
 fn filters(afc: &AfcSpec, state: &AfcState) -> String {

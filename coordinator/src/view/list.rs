@@ -44,20 +44,26 @@ pub fn list_href(state: &ListState) -> String {
     }
 }
 
-fn select(name: &str, label: &str, current: Option<&str>, options: &[(String, String)]) -> String {
+/// A filter's drop-down: "any" (no filter), then `options` as (URL value, text).
+pub(super) fn select<V: AsRef<str>, T: AsRef<str>>(
+    name: &str,
+    label: &str,
+    current: Option<&str>,
+    options: &[(V, T)],
+) -> String {
     let mut out = format!(
         "<label>{label}<select name=\"{name}\" id=\"f-{name}\"><option value=\"\">any</option>"
     );
     for (value, text) in options {
-        let selected = if current == Some(value.as_str()) {
+        let selected = if current == Some(value.as_ref()) {
             " selected"
         } else {
             ""
         };
         out.push_str(&format!(
             "<option value=\"{}\"{selected}>{}</option>",
-            esc(value),
-            esc(text)
+            esc(value.as_ref()),
+            esc(text.as_ref())
         ));
     }
     out.push_str("</select></label>");

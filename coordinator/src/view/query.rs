@@ -51,7 +51,7 @@ pub struct ListState {
 }
 
 /// An empty URL field is no filter (what a form's "any" option sends).
-fn given(v: &Option<String>) -> Option<&str> {
+pub(super) fn given(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 

@@ -7,6 +7,7 @@
 use super::super::sql::{Dialect, Engine, SqlValue, Stmt};
 use super::super::sql_store::SqlStore;
 use super::super::StoreError;
+use super::list_sql::push;
 use credence_core::afc::{AfcSetting, JudgedClaim};
 use credence_core::domain::{AfcGold, Verdict, AFC_META_KEY};
 use std::collections::BTreeMap;
@@ -142,12 +143,6 @@ pub(in crate::store) fn count(n: i64) -> Result<u32, StoreError> {
 
 pub(in crate::store) fn setting(s: &str) -> Result<AfcSetting, StoreError> {
     s.parse().map_err(corrupt)
-}
-
-/// Binds `value` as the next placeholder of `values`; returns the placeholder.
-fn push(values: &mut Vec<SqlValue>, value: impl Into<SqlValue>) -> String {
-    values.push(value.into());
-    format!("${}", values.len())
 }
 
 /// The page's claims, grouped: `FROM ... GROUP BY ... HAVING ...`, its values from `$1`.

@@ -19,7 +19,7 @@ const JOINS: &str = "
          JOIN examples e ON e.dataset_hash = j.dataset_hash AND e.example_id = p.example_id";
 
 /// Binds `value` as the next placeholder of `values`; returns the placeholder.
-fn push(values: &mut Vec<SqlValue>, value: impl Into<SqlValue>) -> String {
+pub(super) fn push(values: &mut Vec<SqlValue>, value: impl Into<SqlValue>) -> String {
     values.push(value.into());
     format!("${}", values.len())
 }
