@@ -33,33 +33,53 @@ fn credence(args: &[&str]) -> Output {
         .expect("credence runs")
 }
 
+/// What `credence dataset build BENCHMARK --source SOURCE --out OUT EXTRA..` printed.
+struct Built {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn build(benchmark: &str, source: &Path, out: &Path, extra: &[&str]) -> Built {
+    let (source, out) = (source.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = vec![
+        "dataset", "build", benchmark, "--source", source, "--out", out,
+    ];
+    args.extend_from_slice(extra);
+    let run = credence(&args);
+    Built {
+        ok: run.status.success(),
+        stdout: String::from_utf8_lossy(&run.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&run.stderr).to_string(),
+    }
+}
+
+/// [`build`] that must succeed and print the sha256 of the file it wrote; with the
+/// file's bytes.
+fn build_ok(benchmark: &str, source: &Path, out: &Path, extra: &[&str]) -> (Built, Vec<u8>) {
+    let built = build(benchmark, source, out, extra);
+    assert!(built.ok, "{}{}", built.stdout, built.stderr);
+    let bytes = std::fs::read(out).unwrap();
+    let sha = hex::encode(Sha256::digest(&bytes));
+    assert!(
+        built.stdout.contains(&format!("sha256 {sha}")),
+        "{}",
+        built.stdout
+    );
+    (built, bytes)
+}
+
 #[test]
 fn build_twice_same_bytes_then_stats() {
     let Some(source) = wiki_split() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let source = source.to_str().unwrap();
     let mut files = Vec::new();
     for name in ["a.jsonl", "b.jsonl"] {
         let out = tmp.path().join(name);
-        let run = credence(&[
-            "dataset",
-            "build",
-            "wikisplit-bench-100",
-            "--source",
-            source,
-            "--out",
-            out.to_str().unwrap(),
-            "--seed",
-            "42",
-        ]);
-        let stdout = String::from_utf8_lossy(&run.stdout);
-        let stderr = String::from_utf8_lossy(&run.stderr);
-        assert!(run.status.success(), "{stdout}{stderr}");
-        let bytes = std::fs::read(&out).unwrap();
-        let sha = hex::encode(Sha256::digest(&bytes));
-        assert!(stdout.contains(&format!("sha256 {sha}")), "{stdout}");
+        let (Built { stdout, stderr, .. }, bytes) =
+            build_ok("wikisplit-bench-100", &source, &out, &["--seed", "42"]);
         assert!(stdout.contains("100 examples written"), "{stdout}");
         assert!(stderr.contains("rows of test.tsv"), "{stderr}");
         files.push(bytes);
@@ -98,18 +118,7 @@ fn socialclaimsplit_from_the_data_folder_with_the_paper_beside_its_stats() {
     let tmp = tempfile::tempdir().unwrap();
     // Named like the benchmark, so that stats knows which paper figures to show.
     let out = tmp.path().join("socialclaimsplit-100.jsonl");
-    let run = credence(&[
-        "dataset",
-        "build",
-        "socialclaimsplit-100",
-        "--source",
-        data.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stdout}{stderr}");
+    let (Built { stdout, stderr, .. }, _) = build_ok("socialclaimsplit-100", &data, &out, &[]);
     assert!(stdout.contains("100 examples written"), "{stdout}");
     for step in [
         "fever: claims in fever/paper_dev.jsonl",
@@ -165,52 +174,40 @@ fn socialclaimsplit_from_the_data_folder_with_the_paper_beside_its_stats() {
     assert!(String::from_utf8_lossy(&run.stdout).contains("paper 10.8 (Social-100, T 1423)"));
 
     // The FEVER folder alone, as the old two-claim build took, is refused.
-    let run = credence(&[
-        "dataset",
-        "build",
+    let run = build(
         "socialclaimsplit-1000",
-        "--source",
-        data.join("fever").to_str().unwrap(),
-        "--out",
-        tmp.path().join("x.jsonl").to_str().unwrap(),
-    ]);
-    assert!(!run.status.success());
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("not the corpora folder"), "{stderr}");
+        &data.join("fever"),
+        &tmp.path().join("x.jsonl"),
+        &[],
+    );
+    assert!(!run.ok);
+    assert!(
+        run.stderr.contains("not the corpora folder"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
 fn unknown_benchmark_and_missing_source_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("x.jsonl");
-    let run = credence(&[
-        "dataset",
-        "build",
-        "wiki",
-        "--source",
-        ".",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(!run.status.success());
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let run = build("wiki", Path::new("."), &out, &[]);
+    assert!(!run.ok);
     assert!(
-        stderr.contains("unknown dataset \"wiki\"; expected one of wikisplit-bench-100"),
-        "{stderr}"
+        run.stderr
+            .contains("unknown dataset \"wiki\"; expected one of wikisplit-bench-100"),
+        "{}",
+        run.stderr
     );
-    let missing = tmp.path().join("nope.tsv");
-    let run = credence(&[
-        "dataset",
-        "build",
+    let run = build(
         "wikisplit-bench-100",
-        "--source",
-        missing.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(!run.status.success());
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("nope.tsv"), "{stderr}");
+        &tmp.path().join("nope.tsv"),
+        &out,
+        &[],
+    );
+    assert!(!run.ok);
+    assert!(run.stderr.contains("nope.tsv"), "{}", run.stderr);
     assert!(!out.exists());
 }
 
@@ -230,27 +227,12 @@ fn afc_build_twice_same_bytes_with_limit_and_split() {
     let mut files = Vec::new();
     for name in ["a.jsonl", "b.jsonl"] {
         let out = tmp.path().join(name);
-        let run = credence(&[
-            "dataset",
-            "build",
+        let (Built { stdout, stderr, .. }, bytes) = build_ok(
             "afc-scifact",
-            "--source",
-            data.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--split",
-            "test",
-            "--limit",
-            "50",
-            "--seed",
-            "7",
-        ]);
-        let stdout = String::from_utf8_lossy(&run.stdout);
-        let stderr = String::from_utf8_lossy(&run.stderr);
-        assert!(run.status.success(), "{stdout}{stderr}");
-        let bytes = std::fs::read(&out).unwrap();
-        let sha = hex::encode(Sha256::digest(&bytes));
-        assert!(stdout.contains(&format!("sha256 {sha}")), "{stdout}");
+            &data,
+            &out,
+            &["--split", "test", "--limit", "50", "--seed", "7"],
+        );
         assert!(
             stdout.contains("afc-scifact: 50 examples written"),
             "{stdout}"
