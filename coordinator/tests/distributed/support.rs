@@ -102,6 +102,50 @@ macro_rules! comparison_text {
     }};
 }
 
+/// Every row of `$sql` from `$pool` (either engine's; inside an async block).
+macro_rules! fetch {
+    ($pool:expr, $sql:expr) => {
+        sqlx::query($sql)
+            .fetch_all($pool)
+            .await
+            .unwrap_or_else(|e| panic!("{e}:\n{}", $sql))
+    };
+}
+
+/// A run's result rows from `$pool` (either engine's pool, taken), in order and as text.
+macro_rules! read_results {
+    ($pool:expr) => {{
+        let pool = $pool;
+        ResultRows {
+            predictions: fetch!(&pool, RESULT_ROWS)
+                .iter()
+                .map(|r| row_text!(r))
+                .collect(),
+            metrics: fetch!(&pool, METRIC_ROWS)
+                .iter()
+                .map(|r| metric_text!(r))
+                .collect(),
+        }
+    }};
+}
+
+/// A run's bootstrap rows from `$pool` (either engine's pool, taken), sorted, as text.
+macro_rules! read_stats {
+    ($pool:expr) => {{
+        let pool = $pool;
+        StatsRows::sorted(
+            fetch!(&pool, AGGREGATE_ROWS)
+                .iter()
+                .map(|r| aggregate_text!(r))
+                .collect(),
+            fetch!(&pool, COMPARISON_ROWS)
+                .iter()
+                .map(|r| comparison_text!(r))
+                .collect(),
+        )
+    }};
+}
+
 /// Tests that stop a server take it exclusively; every other test shares it.
 static SERVERS: RwLock<()> = RwLock::new(());
 
@@ -370,103 +414,43 @@ impl Cluster {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        block_on(async {
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
-                .await
-                .expect("opening the embedded results");
-            let rows = sqlx::query(RESULT_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("rows");
-            let metrics = sqlx::query(METRIC_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("metric rows");
-            ResultRows {
-                predictions: rows.iter().map(|r| row_text!(r)).collect(),
-                metrics: metrics.iter().map(|r| metric_text!(r)).collect(),
-            }
-        })
+        block_on(async { read_results!(self.embedded_pool().await) })
+    }
+
+    /// The embedded run's database made by [`Cluster::embedded_rows`].
+    async fn embedded_pool(&self) -> sqlx::SqlitePool {
+        let db = self.dir.path().join("embedded.db");
+        sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .expect("opening the embedded results")
+    }
+
+    /// The distributed run's database.
+    async fn pg_pool(&self) -> sqlx::PgPool {
+        sqlx::PgPool::connect(&self.db_url)
+            .await
+            .expect("connecting")
     }
 
     /// Runs a query on the embedded run made by [`Cluster::embedded_rows`]; returns how
     /// many rows it gave.
     pub fn embedded_query(&self, sql: &str) -> usize {
-        let db = self.dir.path().join("embedded.db");
-        block_on(async {
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
-                .await
-                .expect("opening the embedded results");
-            sqlx::query(sql)
-                .fetch_all(&pool)
-                .await
-                .unwrap_or_else(|e| panic!("{e}:\n{sql}"))
-                .len()
-        })
+        block_on(async { fetch!(&self.embedded_pool().await, sql).len() })
     }
 
     /// The bootstrap rows of the embedded run made by [`Cluster::embedded_rows`].
     pub fn embedded_stats(&self) -> StatsRows {
-        let db = self.dir.path().join("embedded.db");
-        block_on(async {
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
-                .await
-                .expect("opening the embedded results");
-            let aggregates = sqlx::query(AGGREGATE_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("aggregates");
-            let comparisons = sqlx::query(COMPARISON_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("comparisons");
-            StatsRows::sorted(
-                aggregates.iter().map(|r| aggregate_text!(r)).collect(),
-                comparisons.iter().map(|r| comparison_text!(r)).collect(),
-            )
-        })
+        block_on(async { read_stats!(self.embedded_pool().await) })
     }
 
     /// The distributed run's bootstrap rows, in the same order and text.
     pub fn pg_stats(&self) -> StatsRows {
-        block_on(async {
-            let pool = sqlx::PgPool::connect(&self.db_url)
-                .await
-                .expect("connecting");
-            let aggregates = sqlx::query(AGGREGATE_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("aggregates");
-            let comparisons = sqlx::query(COMPARISON_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("comparisons");
-            StatsRows::sorted(
-                aggregates.iter().map(|r| aggregate_text!(r)).collect(),
-                comparisons.iter().map(|r| comparison_text!(r)).collect(),
-            )
-        })
+        block_on(async { read_stats!(self.pg_pool().await) })
     }
 
     /// The distributed run's result rows, in the same order and text.
     pub fn pg_rows(&self) -> ResultRows {
-        block_on(async {
-            let pool = sqlx::PgPool::connect(&self.db_url)
-                .await
-                .expect("connecting");
-            let rows = sqlx::query(RESULT_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("rows");
-            let metrics = sqlx::query(METRIC_ROWS)
-                .fetch_all(&pool)
-                .await
-                .expect("metric rows");
-            ResultRows {
-                predictions: rows.iter().map(|r| row_text!(r)).collect(),
-                metrics: metrics.iter().map(|r| metric_text!(r)).collect(),
-            }
-        })
+        block_on(async { read_results!(self.pg_pool().await) })
     }
 
     /// Writes a sweep over `n` examples (the sample's, cycled with fresh ids) to the
