@@ -51,7 +51,10 @@ def main():
         impl = r["impl"]
         if r.get("step", "").startswith("credence-per-sequence"):
             impl = "credence per-sequence"
-        by.setdefault(r["model"].removesuffix(".gguf"), {}).setdefault(r["in_flight"], {})[impl] = r
+        model = r["model"].removesuffix(".gguf")
+        if r.get("step", "").startswith("credence-kv-bf16"):
+            model += " (bf16 keys and values)"
+        by.setdefault(model, {}).setdefault(r["in_flight"], {})[impl] = r
     out = ["| model | in flight | credence tok/s | per-sequence tok/s | transformers tok/s "
            "| credence / transformers | credence / its single stream |",
            "|---|---|---|---|---|---|---|"]

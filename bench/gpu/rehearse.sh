@@ -226,6 +226,12 @@ llm() {
     [ -n "$made" ] && [ "$made" != "$file" ] && mv "$made" "$file"
     step "credence $m" 240 "$BIN" bench-llm --model "$file" "$work/prompts.jsonl" \
       --device "$DEVICE" --max-tokens "$TOKENS" --prompts 128 --in-flight "$CREDENCE_SIZES"
+    # The batched keys and values in bf16 (CREDENCE_LLM_KV_DTYPE; the activations stay
+    # f32): half the bytes a sequence in flight holds, so twice as many fit at the
+    # paper's generation limit. Its speed beside the f32 rows decides the default.
+    step "credence-kv-bf16 $m" 240 env CREDENCE_LLM_KV_DTYPE=bf16 "$BIN" bench-llm \
+      --model "$file" "$work/prompts.jsonl" --device "$DEVICE" --max-tokens "$TOKENS" \
+      --prompts 128 --in-flight "$CREDENCE_SIZES"
   else
     local dir="$work/models/$m"
     [ "$memory" = yes ] && memory_and_oom "$m" "$dir"

@@ -311,6 +311,36 @@ fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
     }
 }
 
+/// A GGUF model's batched keys and values in bf16 (what `CREDENCE_LLM_KV_DTYPE=bf16`
+/// asks for, to fit twice the sequences in a GPU's memory): half the bytes a position,
+/// and the batched decode's logits within bf16's rounding of the per-sequence (f32
+/// keys and values) ones, through sequences leaving and joining.
+#[test]
+fn bf16_keys_and_values_halve_a_gguf_batch_and_keep_its_logits() {
+    let device = test_device();
+    for arch in ARCHS {
+        let dir = tempfile::tempdir().unwrap();
+        write_model_with(dir.path(), arch, config_with_window(arch, 8));
+        let (gguf, _) = gguf_file(dir.path(), arch);
+        let mut model = load_on_device(&settings_on(&gguf, Format::Gguf, None, &device, 8));
+        let f32_bytes = model.model.batch_kv().bytes_per_position();
+        model.model.set_kv_dtype(candle_core::DType::BF16);
+        assert_eq!(
+            2 * model.model.batch_kv().bytes_per_position(),
+            f32_bytes,
+            "{arch:?}"
+        );
+        let (d, largest) = batched_against_per_sequence(&model);
+        let bound = 0.05 * largest.max(1.0);
+        println!("{arch:?} GGUF, bf16 keys and values on {device}: max |difference| {d:.2e} (bound {bound:.2e})");
+        assert!(
+            d <= bound,
+            "{arch:?}: bf16 keys and values move the logits by {d} > {bound}"
+        );
+        assert!(d > 0.0, "{arch:?}: the keys and values were not rounded");
+    }
+}
+
 /// The engine on the tensor path (bf16 on the CPU, as on a GPU) keeps every sequence in
 /// flight in one batched cache: with more requests than `max_batch`, sequences join and
 /// leave mid-flight, and each answer is the one its prompt gets alone.

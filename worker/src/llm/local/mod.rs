@@ -85,14 +85,35 @@ fn device_of(device: ComputeDevice) -> Result<Device, String> {
     }
 }
 
-fn dtype_of(settings: &LocalSettings) -> DType {
-    match settings
-        .dtype
-        .unwrap_or(WeightDtype::default_on(settings.device))
-    {
+fn candle_dtype(dtype: WeightDtype) -> DType {
+    match dtype {
         WeightDtype::F32 => DType::F32,
         WeightDtype::Bf16 => DType::BF16,
         WeightDtype::F16 => DType::F16,
+    }
+}
+
+fn dtype_of(settings: &LocalSettings) -> DType {
+    candle_dtype(
+        settings
+            .dtype
+            .unwrap_or(WeightDtype::default_on(settings.device)),
+    )
+}
+
+/// The environment variable that keeps the batched decode's keys and values in another
+/// dtype than the activations' ([`model::Transformer::set_kv_dtype`]): `bf16` halves a
+/// GGUF model's keys and values on a GPU. Unset: the activation dtype.
+pub const KV_DTYPE_VAR: &str = "CREDENCE_LLM_KV_DTYPE";
+
+/// The dtype [`KV_DTYPE_VAR`] asks for, if it is set.
+fn kv_dtype_override() -> Result<Option<WeightDtype>, String> {
+    match std::env::var(KV_DTYPE_VAR) {
+        Err(_) => Ok(None),
+        Ok(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|e| format!("{KV_DTYPE_VAR}: {e}")),
     }
 }
 
@@ -201,6 +222,11 @@ pub fn fingerprint(settings: &LocalSettings) -> Result<String, LoadError> {
     part(format!("{dtype:?}").as_bytes());
     part(device_kind.as_bytes());
     part(settings.max_new_tokens.to_string().as_bytes());
+    // Keys and values in another dtype change what a batched decode says; the default
+    // leaves every earlier fingerprint as it was.
+    if let Some(kv) = kv_dtype_override().map_err(|e| LoadError::new(&settings.path, e))? {
+        part(format!("kv {kv}").as_bytes());
+    }
     for file in model_files(settings)? {
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
         part(name.as_bytes());
@@ -240,12 +266,16 @@ impl LocalModel {
         let started = Instant::now();
         let at = |m: String| LoadError::new(&settings.path, m);
         let device = device_of(settings.device).map_err(at)?;
-        let loaded = match settings.format {
+        let kv_dtype = kv_dtype_override().map_err(at)?;
+        let mut loaded = match settings.format {
             Format::Gguf => Self::load_gguf(&settings.path, &device)?,
             Format::Safetensors => {
                 Self::load_safetensors(&settings.path, dtype_of(settings), &device)?
             }
         };
+        if let Some(kv) = kv_dtype {
+            loaded.model.set_kv_dtype(candle_dtype(kv));
+        }
         tracing::info!(
             path = %settings.path.display(),
             arch = loaded.model.config.arch,

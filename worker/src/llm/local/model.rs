@@ -311,6 +311,9 @@ pub struct Transformer {
     device: Device,
     /// Activation dtype (f32 for GGUF; the weights' dtype for safetensors).
     dtype: DType,
+    /// The dtype of the batched decode's keys and values ([`Transformer::batch_kv`]):
+    /// the activation dtype unless [`Transformer::set_kv_dtype`] chose another.
+    kv_dtype: DType,
     /// `[max_positions, head_dim / 2]` cos and sin of full-attention layers.
     rope_global: (Tensor, Tensor),
     /// The same for sliding-window layers.
@@ -524,6 +527,7 @@ impl Transformer {
             lm_head: parts.lm_head,
             device: device.clone(),
             dtype,
+            kv_dtype: dtype,
             rope_global,
             rope_local,
             use_plain: plain.is_some(),
@@ -536,6 +540,16 @@ impl Transformer {
     /// path against the other; a cache must not cross from one path to the other.
     pub fn set_tensor_path(&mut self, tensors: bool) {
         self.use_plain = !tensors && self.plain.is_some();
+    }
+
+    /// Keeps the batched decode's keys and values ([`Transformer::batch_kv`]) in `dtype`
+    /// instead of the activation dtype: bf16 for a GGUF model on a GPU halves what each
+    /// sequence in flight holds (its activations stay f32), so twice as many fit. The
+    /// step's queries meet the keys in that dtype and its attention output returns to
+    /// the activations'; scores and their softmax stay f32. A per-sequence cache (a
+    /// prefill, the CPU's paths) keeps the activation dtype.
+    pub fn set_kv_dtype(&mut self, dtype: DType) {
+        self.kv_dtype = dtype;
     }
 
     /// Whether forward passes run on the plain buffers (the CPU's default).
@@ -716,7 +730,7 @@ impl Transformer {
             c.layers,
             c.kv_heads,
             c.head_dim,
-            self.dtype,
+            self.kv_dtype,
             &self.device,
             self.step_memory(),
         )
@@ -769,12 +783,15 @@ impl Transformer {
             let (k_all, v_all) = kv_ref.write(layer, &positions, &k, &v, total)?;
             // [n, heads, 1, d] -> [n, kv_heads, rep, d]: the query heads that share a key
             // head become rows of one product.
-            let q = q.reshape((n, c.kv_heads, c.heads / c.kv_heads, c.head_dim))?;
+            let q = q
+                .reshape((n, c.kv_heads, c.heads / c.kv_heads, c.head_dim))?
+                .to_dtype(k_all.dtype())?;
             let scores = q.matmul(&k_all.t()?)?.to_dtype(DType::F32)?;
             let scores = scores.broadcast_add(&masks[usize::from(windowed)])?;
             let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v_all.dtype())?;
             probs
                 .matmul(&v_all)?
+                .to_dtype(self.dtype)?
                 .reshape((n, c.heads, 1, c.head_dim))?
                 .transpose(1, 2)?
                 .reshape((n, 1, c.heads * c.head_dim))
