@@ -248,6 +248,9 @@ fn cell_link(
     column: &str,
 ) -> Option<String> {
     use super::tables::Cell;
+    if t.name == "afc" {
+        return afc_cell_link(view, t, row, column);
+    }
     if t.columns.first().map(String::as_str) != Some("Model")
         || t.columns.get(1).map(String::as_str) != Some("Mode")
     {
@@ -280,6 +283,44 @@ fn cell_link(
         "{}{}",
         view.trim_end_matches('/'),
         crate::view::list_href(&state)
+    ))
+}
+
+/// Where a cell of a decomposer's AFC table links in `credence view` at `view`: a
+/// metric to the AFC claims of the row's dataset that its setting got wrong, the claim
+/// count to all of them.
+fn afc_cell_link(
+    view: &str,
+    t: &super::tables::Table,
+    row: &[super::tables::Cell],
+    column: &str,
+) -> Option<String> {
+    use super::tables::Cell;
+    let decomposer = t.decomposer.as_ref()?;
+    let (Some(Cell::Text(dataset)), Some(Cell::Text(setting))) = (row.first(), row.get(1)) else {
+        return None;
+    };
+    let setting = super::tables::afc::setting_of_label(setting)?;
+    let wrong = match column {
+        "Claims" => None,
+        c if credence_core::afc::table::METRICS
+            .iter()
+            .any(|m| m.heading() == c) =>
+        {
+            Some(setting.as_str().to_string())
+        }
+        _ => return None,
+    };
+    let state = crate::view::afc::AfcState {
+        decomposer: Some(decomposer.clone()),
+        dataset: Some(dataset.clone()),
+        wrong,
+        ..Default::default()
+    };
+    Some(format!(
+        "{}{}",
+        view.trim_end_matches('/'),
+        crate::view::afc::afc_href(&state)
     ))
 }
 
@@ -405,6 +446,7 @@ mod tests {
         use super::super::tables::{Cell, Table};
         let table = Table {
             name: "main",
+            decomposer: None,
             dataset: Some("sample".into()),
             title: "Results on sample".into(),
             columns: vec!["Model".into(), "Mode".into(), "AVR".into(), "other".into()],
@@ -440,6 +482,52 @@ mod tests {
             "{html}"
         );
         assert!(!table_html(&TableOutcome::Table(table), None).contains("href"));
+    }
+
+    #[test]
+    fn afc_cells_link_to_the_claims_their_setting_got_wrong() {
+        use super::super::tables::{Cell, Table};
+        let metric = credence_core::afc::table::METRICS[0].heading().to_string();
+        let table = Table {
+            name: "afc",
+            decomposer: Some("qwen3-8b".into()),
+            dataset: None,
+            title: "AFC: decomposer qwen3-8b, judge qwen3-8b".into(),
+            columns: vec![
+                "Dataset".into(),
+                "Setting".into(),
+                "Claims".into(),
+                metric,
+                "Fell back".into(),
+            ],
+            rows: vec![vec![
+                Cell::Text("covidfact".into()),
+                Cell::Text("CREDENCE-decomp".into()),
+                Cell::number(100.0, 0),
+                Cell::number(0.75, 4),
+                Cell::number(2.0, 0),
+            ]],
+            note: None,
+        };
+        let html = table_html(
+            &TableOutcome::Table(table.clone()),
+            Some(&view_base("127.0.0.1:8321")),
+        );
+        assert!(
+            html.contains("<a href=\"http://127.0.0.1:8321/afc?decomposer=qwen3-8b&amp;dataset=covidfact&amp;wrong=credence\">0.7500</a>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<a href=\"http://127.0.0.1:8321/afc?decomposer=qwen3-8b&amp;dataset=covidfact\">100</a>"),
+            "{html}"
+        );
+        assert_eq!(html.matches("href").count(), 2, "{html}");
+        // The difference tables (no decomposer field) do not link.
+        let diffs = Table {
+            decomposer: None,
+            ..table
+        };
+        assert!(!table_html(&TableOutcome::Table(diffs), Some("http://v")).contains("href"));
     }
 
     #[test]

@@ -293,6 +293,7 @@ mod tests {
         vec![
             TableOutcome::Table(Table {
                 name: "main",
+                decomposer: None,
                 dataset: Some("d_1".into()),
                 title: "Results on d_1".into(),
                 columns: vec!["Model".into(), "Mode".into(), "AVR".into()],

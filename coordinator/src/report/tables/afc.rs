@@ -20,6 +20,11 @@ fn label(setting: AfcSetting) -> &'static str {
     }
 }
 
+/// The setting a printed row label names ([`label`]).
+pub(crate) fn setting_of_label(text: &str) -> Option<AfcSetting> {
+    AfcSetting::ALL.into_iter().find(|s| label(*s) == text)
+}
+
 fn estimate(v: Option<credence_core::afc::table::Valued>) -> Cell {
     match v {
         Some(v) => Cell::Estimate {
@@ -72,6 +77,7 @@ pub(super) fn afc(spec: &AfcSpec, table: &AfcTable, resamples: u32) -> Vec<Table
         columns.extend(["AvgSubs", "Fell back", "Unparsable"].map(String::from));
         out.push(TableOutcome::Table(Table {
             name: "afc",
+            decomposer: Some(model.to_string()),
             dataset: None,
             title: format!("AFC: decomposer {model}, judge {judge}"),
             columns,
@@ -118,6 +124,7 @@ pub(super) fn afc(spec: &AfcSpec, table: &AfcTable, resamples: u32) -> Vec<Table
             }
             out.push(TableOutcome::Table(Table {
                 name: "afc",
+                decomposer: None,
                 dataset: None,
                 title: format!("AFC differences: decomposer {model}"),
                 columns,
@@ -159,6 +166,7 @@ pub(super) fn afc(spec: &AfcSpec, table: &AfcTable, resamples: u32) -> Vec<Table
         if !summary.is_empty() {
             out.push(TableOutcome::Table(Table {
                 name: "afc",
+                decomposer: None,
                 dataset: None,
                 title: format!("AFC over datasets: decomposer {model}"),
                 columns: ["Setting", "Metric", "Mean Δ vs none", "Wins", "Datasets", "r(AvgSubs, metric)"]

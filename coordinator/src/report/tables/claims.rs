@@ -49,6 +49,7 @@ pub(super) fn tau_dup(spec: &SweepSpec, outputs: &[StoredOutput], dataset: &str)
     columns.extend(TAU_DUP.iter().map(|t| format!("RR@{t:.2}")));
     TableOutcome::Table(Table {
         name: "tau_dup",
+        decomposer: None,
         dataset: Some(dataset.into()),
         title,
         columns,
@@ -76,6 +77,7 @@ pub(super) fn repair_passes(rows: &[audit::ConvergenceRow]) -> TableOutcome {
     let passes = rows.iter().map(|r| r.passes).max().unwrap_or(0);
     TableOutcome::Table(Table {
         name: "repair_passes",
+        decomposer: None,
         dataset: None,
         title: format!("{REPAIR_PASSES_TITLE} ({passes} passes)"),
         columns: [
@@ -135,6 +137,7 @@ pub(super) fn gating(outputs: &[StoredOutput]) -> TableOutcome {
     }
     TableOutcome::Table(Table {
         name: "gating",
+        decomposer: None,
         dataset: None,
         title,
         columns: [

@@ -90,6 +90,7 @@ pub(super) fn encoder_sensitivity(
         / n as f64;
     TableOutcome::Table(Table {
         name: "encoder_sensitivity",
+        decomposer: None,
         dataset: None,
         title,
         columns: ["Encoder", "n", "Pearson r", "Spearman rho", "Rank preservation", "Mean offset (pp)"]

@@ -139,6 +139,7 @@ fn model_mode_table(
     columns.extend(extra.iter().map(|c| c.to_string()));
     TableOutcome::Table(Table {
         name,
+        decomposer: None,
         dataset: Some(dataset.into()),
         title,
         columns,

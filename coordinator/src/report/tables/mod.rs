@@ -16,7 +16,7 @@ use credence_infra::store::{AggregateRecord, ComparisonRecord, RunStatistics};
 
 use super::data::RunData;
 
-mod afc;
+pub(crate) mod afc;
 mod claims;
 mod encoder;
 mod means;
@@ -95,6 +95,8 @@ pub struct Table {
     pub name: &'static str,
     /// The dataset it covers, for per-dataset families.
     pub dataset: Option<String>,
+    /// The decomposer it covers, for per-decomposer families (`afc`).
+    pub decomposer: Option<String>,
     /// Its title.
     pub title: String,
     /// Column headings.

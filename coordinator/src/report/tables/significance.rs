@@ -95,6 +95,7 @@ pub(super) fn significance(
     };
     TableOutcome::Table(Table {
         name: "significance",
+        decomposer: None,
         dataset: Some(dataset.into()),
         title,
         columns: ["Model", "Comparison", "Metric", "n", "Difference", "p"]

@@ -9,6 +9,7 @@ pub(super) fn timing(rows: &[TimingRow]) -> TableOutcome {
     }
     TableOutcome::Table(Table {
         name: "timing",
+        decomposer: None,
         dataset: None,
         title,
         columns: [
