@@ -7,9 +7,9 @@
 use super::list::select;
 use super::page::{esc, figure, page};
 use super::query::given;
-use credence_core::afc::AfcSetting;
+use credence_core::afc::{AfcSetting, NliLabel};
 use credence_core::domain::Verdict;
-use credence_core::sweep::{AfcSpec, SweepSpec};
+use credence_core::sweep::AfcSpec;
 use credence_infra::store::browse::afc::{AfcCell, AfcClaim, AfcListed, AfcPage, AfcQuery};
 use serde::{Deserialize, Serialize};
 
@@ -166,36 +166,20 @@ fn filters(afc: &AfcSpec, state: &AfcState) -> String {
         .map(|s| (s.as_str(), s.as_str()))
         .collect();
     let mut out = String::from("<form class=\"filters\" method=\"get\" action=\"/afc\">");
-    out.push_str(&select(
-        "decomposer",
-        "decomposer",
-        state.decomposer.as_deref(),
-        &decomposers,
-    ));
-    out.push_str(&select(
-        "dataset",
-        "AFC dataset",
-        state.dataset.as_deref(),
-        &datasets,
-    ));
-    out.push_str(&select(
-        "wrong",
-        "wrong in setting",
-        state.wrong.as_deref(),
-        &settings,
-    ));
-    out.push_str(&select(
-        "right",
-        "right in setting",
-        state.right.as_deref(),
-        &settings,
-    ));
-    out.push_str(&select(
-        "disagree",
-        "settings",
-        state.disagree.as_deref(),
-        &[("1", "disagree")],
-    ));
+    for (name, label, current, options) in [
+        ("decomposer", "decomposer", &state.decomposer, &decomposers),
+        ("dataset", "AFC dataset", &state.dataset, &datasets),
+        ("wrong", "wrong in setting", &state.wrong, &settings),
+        ("right", "right in setting", &state.right, &settings),
+        (
+            "disagree",
+            "settings",
+            &state.disagree,
+            &vec![("1", "disagree")],
+        ),
+    ] {
+        out.push_str(&select(name, label, current.as_deref(), options));
+    }
     out.push_str("<noscript><button>apply</button></noscript></form>");
     out
 }
@@ -298,7 +282,7 @@ pub fn render_list(run: &str, afc: &AfcSpec, state: &AfcState, rows: &AfcPage) -
 }
 
 /// The claim page: the claim, its gold label and evidence, and each setting's reading.
-pub fn render_claim(run: &str, spec: &SweepSpec, claim: &AfcClaim, state: &AfcState) -> String {
+pub fn render_claim(run: &str, claim: &AfcClaim, state: &AfcState) -> String {
     let mut body = format!(
         "<h1 id=\"claim\">{}</h1>\
          <p class=\"figures\">{} · claim {} of its dataset · gold <b id=\"gold\">{}</b> · \
@@ -330,10 +314,6 @@ pub fn render_claim(run: &str, spec: &SweepSpec, claim: &AfcClaim, state: &AfcSt
         "<section><h2>Settings</h2><div class=\"modes\" style=\"grid-template-columns:repeat({columns},minmax(0,1fr))\">"
     ));
     for r in &claim.readings {
-        let judge_model = spec
-            .afc
-            .as_ref()
-            .map_or(r.judge.as_str(), |a| a.judge.as_str());
         let mut notes = Vec::new();
         if r.fell_back {
             notes.push("<span class=\"tag warn\">empty decomposition: judged whole</span>".into());
@@ -360,14 +340,14 @@ pub fn render_claim(run: &str, spec: &SweepSpec, claim: &AfcClaim, state: &AfcSt
             mode = esc(&r.mode),
             calls = r.llm_calls,
             c = if r.llm_calls == 1 { "" } else { "s" },
-            judge = esc(judge_model),
+            judge = esc(&r.judge),
             notes = notes.join(" "),
         ));
         for j in &r.judged {
-            let class = match j.label.as_str() {
-                "SUPPORT" => "good",
-                "CONTRADICT" => "bad",
-                _ => "muted",
+            let class = match j.label {
+                NliLabel::Support => "good",
+                NliLabel::Contradict => "bad",
+                NliLabel::Neutral => "muted",
             };
             let unparsable = if j.unparsable {
                 " <span class=\"tag warn\">no label in the answer</span>"

@@ -253,7 +253,7 @@ async fn afc_claim_page(State(viewer): State<Arc<Viewer>>, uri: Uri) -> Response
         .afc_claim(&viewer.run, &key.ds, &key.dec, &key.id)
         .await
     {
-        Ok(Some(claim)) => html(afc::render_claim(&viewer.run, &viewer.spec, &claim, &state)),
+        Ok(Some(claim)) => html(afc::render_claim(&viewer.run, &claim, &state)),
         Ok(None) => error(
             StatusCode::NOT_FOUND,
             &format!(
