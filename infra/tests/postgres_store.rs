@@ -86,14 +86,20 @@ async fn results_are_idempotent_and_one_commit_completes_each_configuration() {
             ex,
             ds.examples[job.start as usize..(job.start + job.len) as usize]
         );
-        assert!(store.mark_running(job, "w1", Attempt::New).await.unwrap());
+        assert_eq!(
+            store.mark_running(job, "w1", Attempt::New).await.unwrap(),
+            Some(1)
+        );
         store.heartbeat(job, "w1").await.unwrap();
         let commit = store.record_results(job, &results(&ex, 0.5)).await.unwrap();
         assert!(commit.newly_done);
         assert_eq!(commit.completes_config, job.shard == 2, "{job:?}");
         let again = store.record_results(job, &results(&ex, 0.0)).await.unwrap();
         assert!(!again.newly_done && !again.completes_config);
-        assert!(!store.mark_running(job, "w2", Attempt::New).await.unwrap());
+        assert_eq!(
+            store.mark_running(job, "w2", Attempt::New).await.unwrap(),
+            None
+        );
     }
     // One stage row per example and job, from the first write.
     let timings = store.stage_seconds("run").await.unwrap();
@@ -237,10 +243,13 @@ async fn coordinator_queries() {
     let (store, _ds, jobs) = planned_store(&db, 5, 2).await;
     let keys: Vec<String> = jobs.iter().map(|j| j.key.clone()).collect();
     assert_eq!(store.mark_queued(&keys).await.unwrap(), 6);
-    assert!(store
-        .mark_running(&jobs[0], "w1", Attempt::New)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .mark_running(&jobs[0], "w1", Attempt::New)
+            .await
+            .unwrap(),
+        Some(1)
+    );
     store.mark_failed(&jobs[1], "boom").await.unwrap();
     let failures = store.failures("run").await.unwrap();
     assert_eq!((failures.len(), failures[0].error.as_str()), (1, "boom"));
@@ -262,10 +271,13 @@ async fn coordinator_queries() {
         5
     );
     assert_eq!(store.cancel_run("run").await.unwrap(), 6);
-    assert!(!store
-        .mark_running(&jobs[2], "w1", Attempt::New)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .mark_running(&jobs[2], "w1", Attempt::New)
+            .await
+            .unwrap(),
+        None
+    );
     assert!(store
         .queued_jobs(std::time::Duration::ZERO)
         .await

@@ -121,7 +121,10 @@ async fn results_are_idempotent_and_aggregate_again_to_the_same_rows<DB: Engine>
         let ex = store.shard_examples(job).await.unwrap();
         assert_eq!(ex.len() as u32, job.len);
         assert_eq!(ex[0], ds.examples[job.start as usize]);
-        assert!(store.mark_running(job, "w1", Attempt::New).await.unwrap());
+        assert_eq!(
+            store.mark_running(job, "w1", Attempt::New).await.unwrap(),
+            Some(1)
+        );
         let f1 = if job.mode == Mode::Base { 0.5 } else { 1.0 };
         let commit = store
             .record_results(job, &results(job, &ex, f1))
@@ -136,7 +139,10 @@ async fn results_are_idempotent_and_aggregate_again_to_the_same_rows<DB: Engine>
             .await
             .unwrap();
         assert_eq!(again, JobCommit::default());
-        assert!(!store.mark_running(job, "w2", Attempt::New).await.unwrap());
+        assert_eq!(
+            store.mark_running(job, "w2", Attempt::New).await.unwrap(),
+            None
+        );
     }
     // One stage row per example and job, from the first write.
     let timings = store.stage_seconds("run").await.unwrap();
@@ -387,23 +393,32 @@ async fn only_a_new_attempt_counts<DB: Engine>(store: &SqlStore<DB>) {
             .unwrap();
         rows[0].0
     };
-    assert!(store
-        .mark_running(&jobs[0], "w1", Attempt::New)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .mark_running(&jobs[0], "w1", Attempt::New)
+            .await
+            .unwrap(),
+        Some(1)
+    );
     // Retries in place of the same delivery (the store was unreachable).
     for _ in 0..3 {
-        assert!(store
-            .mark_running(&jobs[0], "w1", Attempt::SameDelivery)
-            .await
-            .unwrap());
+        assert_eq!(
+            store
+                .mark_running(&jobs[0], "w1", Attempt::SameDelivery)
+                .await
+                .unwrap(),
+            Some(1)
+        );
     }
     assert_eq!(attempts().await, 1);
     // A redelivery is a new attempt.
-    assert!(store
-        .mark_running(&jobs[0], "w2", Attempt::New)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .mark_running(&jobs[0], "w2", Attempt::New)
+            .await
+            .unwrap(),
+        Some(2)
+    );
     assert_eq!(attempts().await, 2);
 }
 

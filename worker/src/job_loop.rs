@@ -21,7 +21,7 @@ use credence_infra::observe::{JobObserver, JobOutcome};
 use credence_infra::queue::{Consumer, Delivery, Queue, QueueError, AGGREGATE_QUEUE};
 use credence_infra::store::{Attempt, JobCommit, Store, StoreError};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -249,7 +249,7 @@ async fn handle_delivery(
                     settled(delivery.ack().await, "ack");
                     JobEvent::Aggregated { config }
                 }
-                Err(e) => fail(delivery, None, store, settings, e).await,
+                Err(e) => fail(delivery, None, store, settings, e, None).await,
             });
         }
         Err(reason) => {
@@ -275,10 +275,11 @@ async fn handle_delivery(
     // Only a job checked against the plan names a model: metric labels stay bounded.
     settings.observer.current_model(&job.model);
     let span = tracing::info_span!("job", key = %key_prefix(&job.key), model = %job.model, dataset = %job.dataset, mode = %job.mode, shard = job.shard);
-    // Set once this delivery's attempt is recorded: a retry in place is not a new one.
-    let counted = AtomicBool::new(false);
+    // The job's attempts as the store counted them, once this delivery's attempt is
+    // recorded (0 before): a retry in place is not a new one.
+    let ran = AtomicU32::new(0);
     let Some(outcome) = retry_transient(shutdown.clone(), "job", || {
-        run_job(&job, handler, store, settings, &counted)
+        run_job(&job, handler, store, settings, &ran)
     })
     .instrument(span)
     .await
@@ -321,7 +322,10 @@ async fn handle_delivery(
                 seconds: started.elapsed().as_secs_f64(),
             }
         }
-        Err(e) => fail(delivery, Some(job), store, settings, e).await,
+        Err(e) => {
+            let ran = Some(ran.load(Ordering::SeqCst)).filter(|&n| n > 0);
+            fail(delivery, Some(job), store, settings, e, ran).await
+        }
     };
     let (job, outcome) = match &event {
         JobEvent::Done { job, .. } => (job, JobOutcome::Done),
@@ -345,27 +349,28 @@ fn key_prefix(key: &str) -> &str {
         .map_or(key, |(end, _)| &key[..end])
 }
 
-/// One try at a job: `None` when it needed no work. `counted` says whether an earlier
-/// try of the same delivery already recorded the attempt.
+/// One try at a job: `None` when it needed no work. `ran` holds the job's attempts as
+/// the store counted them once a try of this delivery recorded its attempt (0 before),
+/// so that a later try of the same delivery is not a new attempt.
 async fn run_job(
     job: &Job,
     handler: &JobHandler,
     store: &dyn Store,
     settings: &LoopSettings,
-    counted: &AtomicBool,
+    ran: &AtomicU32,
 ) -> Result<Option<(JobCommit, usize)>, JobError> {
-    let attempt = if counted.load(Ordering::SeqCst) {
+    let attempt = if ran.load(Ordering::SeqCst) > 0 {
         Attempt::SameDelivery
     } else {
         Attempt::New
     };
-    let running = store
+    let Some(attempts) = store
         .mark_running(job, &settings.worker_id, attempt)
-        .await?;
-    counted.store(true, Ordering::SeqCst);
-    if !running {
+        .await?
+    else {
         return Ok(None);
-    }
+    };
+    ran.store(attempts.max(1), Ordering::SeqCst);
     let inputs = read_inputs(job, store).await?;
     let work = handler.run(job, &inputs, store, &*settings.observer);
     let results = match settings.heartbeat {
@@ -467,7 +472,9 @@ where
             Err(Some(refuse(delivery, refused, settings).await))
         }
         // A job's key is the content key of its fields, so the job named is this one.
-        Some(Err(e)) => Err(Some(fail(delivery, job.cloned(), store, settings, e).await)),
+        Some(Err(e)) => Err(Some(
+            fail(delivery, job.cloned(), store, settings, e, None).await,
+        )),
     }
 }
 
@@ -486,16 +493,26 @@ async fn refuse(
 }
 
 /// A failed attempt: back to the queue, or after the last delivery marked failed and
-/// dead-lettered with its error.
+/// dead-lettered with its error. `ran` is the job's attempts as the store counted them,
+/// when this delivery's attempt was recorded.
+///
+/// The broker counts every delivery, also those no worker ran: the messages a consumer
+/// had prefetched when its connection was lost return counted. So the delivery at the
+/// limit is the last only when the store ran at least as many attempts as the broker
+/// counted; otherwise it returns to the queue without using a delivery, and the job is
+/// dead-lettered after `max_deliveries` attempts that ran, not fewer.
 async fn fail(
     delivery: Box<dyn Delivery>,
     job: Option<Job>,
     store: &dyn Store,
     settings: &LoopSettings,
     e: JobError,
+    ran: Option<u32>,
 ) -> JobEvent {
     let error = e.to_string();
-    let last = delivery.previous_deliveries() + 1 >= settings.max_deliveries;
+    let counted = delivery.previous_deliveries() + 1;
+    let at_limit = counted >= settings.max_deliveries;
+    let last = at_limit && ran.is_none_or(|ran| ran >= counted);
     let Some(job) = job else {
         // An aggregation that fails for good: dead-letter it with its error.
         tracing::error!(%error, "aggregation failed");
@@ -515,6 +532,10 @@ async fn fail(
         }
         settled(delivery.dead_letter(&error).await, "dead-letter");
         JobEvent::Failed { job, error }
+    } else if at_limit {
+        tracing::warn!(%error, deliveries = counted, ran = ran.unwrap_or(0), "job failed; the broker counted deliveries that never ran, so it returns to the queue without using one");
+        settled(delivery.release().await, "return");
+        JobEvent::Retry { job, error }
     } else {
         tracing::warn!(%error, "job failed; returning it to the queue");
         settled(delivery.nack(true).await, "nack");

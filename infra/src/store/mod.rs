@@ -158,14 +158,15 @@ pub trait Store: Caches + Send + Sync {
     async fn shard_examples(&self, job: &Job) -> Result<Vec<Example>, StoreError>;
 
     /// Notes that `worker` started (another attempt at) the job; only an
-    /// [`Attempt::New`] counts in `attempts`. Returns false, changing nothing, when the
-    /// job needs no work: already done (a redelivered message) or cancelled.
+    /// [`Attempt::New`] counts in `attempts`. Returns the job's attempts so far, this one
+    /// included, or `None`, changing nothing, when the job needs no work: already done
+    /// (a redelivered message) or cancelled.
     async fn mark_running(
         &self,
         job: &Job,
         worker: &str,
         attempt: Attempt,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<u32>, StoreError>;
 
     /// Refreshes the heartbeat of a running job, so the reaper knows its worker lives.
     async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError>;

@@ -457,22 +457,23 @@ impl<DB: Engine> Store for SqlStore<DB> {
         job: &Job,
         worker: &str,
         attempt: Attempt,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<u32>, StoreError> {
         let now = DB::DIALECT.now();
-        let updated = self
-            .execute(
+        let attempts: Option<(i32,)> = self
+            .fetch_optional(
                 "mark running",
                 Stmt::new(format!(
                     "UPDATE jobs SET state = 'running', attempts = attempts + $1, worker = $2,
                          started_at = {now}, heartbeat_at = {now}
-                     WHERE job_key = $3 AND state NOT IN ('done', 'cancelled')"
+                     WHERE job_key = $3 AND state NOT IN ('done', 'cancelled')
+                     RETURNING attempts"
                 ))
                 .bind(attempt.increment())
                 .bind(worker)
                 .bind(&job.key),
             )
             .await?;
-        Ok(updated == 1)
+        Ok(attempts.map(|(n,)| u32::try_from(n).unwrap_or(0)))
     }
 
     async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError> {

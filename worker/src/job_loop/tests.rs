@@ -169,7 +169,7 @@ impl Store for FlakyStore {
         job: &Job,
         worker: &str,
         attempt: Attempt,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<u32>, StoreError> {
         self.inner.mark_running(job, worker, attempt).await
     }
     async fn heartbeat(&self, job: &Job, worker: &str) -> Result<(), StoreError> {
@@ -377,6 +377,41 @@ async fn a_retry_in_place_is_not_a_new_attempt() {
             .await
             .unwrap();
     assert_eq!((attempts, state.as_str()), (1, "failed"));
+}
+
+/// A delivery counted but never run (a message a consumer had prefetched when its
+/// connection was lost) does not use up an attempt: the failing job is dead-lettered
+/// after as many attempts that ran as the limit allows, and its dead letter says so.
+#[tokio::test]
+async fn a_delivery_that_never_ran_does_not_use_up_an_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, job) = planned_store(dir.path(), 0).await;
+    let queue = MemoryQueue::new(3);
+    let body = serde_json::to_vec(&Message::job(job.clone())).unwrap();
+    queue.publish("q", body).await.unwrap();
+    {
+        let mut lost = queue.consume("q").await.unwrap();
+        // Taken off the queue and dropped unsettled: it returns counted.
+        drop(lost.next().await.unwrap().expect("the message"));
+    }
+    queue.close();
+    let (_stop, shutdown) = watch::channel(false);
+    let events = drain(&queue, &store, 3, Arc::new(NoObserver), shutdown).await;
+    assert!(
+        matches!(
+            events.as_slice(),
+            [
+                JobEvent::Retry { .. },
+                JobEvent::Retry { .. },
+                JobEvent::Failed { .. }
+            ]
+        ),
+        "{events:?}"
+    );
+    assert_eq!(job_row(&store, &job.key).await, ("failed".into(), 3));
+    let dead = queue.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].deliveries, 3, "{dead:?}");
 }
 
 /// The loop reports a job's end to the observer seam: its outcome and, for a job that
