@@ -112,6 +112,9 @@ pub struct SimCounts {
     pub disconnected: u64,
     /// Most requests decoding at once.
     pub peak_decoding: u64,
+    /// Requests decoding now: answers that may still go out after these counters were
+    /// read (a rehearsal that kills the server right after reading them allows for it).
+    pub decoding: u64,
 }
 
 #[derive(Default)]
@@ -173,20 +176,27 @@ impl SimServer {
     pub fn counts(&self) -> SimCounts {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        // `decoding` before `answered`: a request counts in `answered` before it leaves
+        // `decoding`, so read in this order it is in at least one of them.
+        let decoding = self.decoding.load(Ordering::SeqCst) as u64;
         SimCounts {
             requests: get(&c.requests),
-            answered: get(&c.answered),
+            answered: c.answered.load(Ordering::SeqCst),
             completion_tokens: get(&c.completion_tokens),
             throttled: get(&c.throttled),
             unavailable: get(&c.unavailable),
             stalled: get(&c.stalled),
             disconnected: get(&c.disconnected),
             peak_decoding: get(&c.peak_decoding),
+            decoding,
         }
     }
 
     /// Waits for a slot, then takes the time of the first token and of `tokens` more.
-    async fn decode(&self, tokens: u64) {
+    /// The request counts as decoding until the returned guard drops, which the caller
+    /// holds until its answer is counted, so that no reading of the counters finds it
+    /// in neither `decoding` nor `answered`.
+    async fn decode(&self, tokens: u64) -> Decoding<'_> {
         let _slot = self
             .slots
             .acquire()
@@ -196,7 +206,7 @@ impl SimServer {
         self.counters
             .peak_decoding
             .fetch_max(now as u64, Ordering::Relaxed);
-        let _decoding = Decoding(&self.decoding);
+        let decoding = Decoding(&self.decoding);
         tokio::time::sleep(Duration::from_secs_f64(self.settings.speed.ttft_s)).await;
         let mut left = tokens;
         while left > 0 {
@@ -206,6 +216,7 @@ impl SimServer {
             tokio::time::sleep(Duration::from_secs_f64(secs)).await;
             left -= chunk;
         }
+        decoding
     }
 }
 
@@ -383,7 +394,7 @@ async fn chat(State(server): State<Arc<SimServer>>, body: String) -> Response<Bo
             .take(decoded as usize * CHARS_PER_TOKEN)
             .collect();
     }
-    server.decode(decoded).await;
+    let decoding = server.decode(decoded).await;
     if fault == Fault::Disconnect {
         counters.disconnected.fetch_add(1, Ordering::Relaxed);
         let broken = futures::stream::iter([
@@ -396,7 +407,8 @@ async fn chat(State(server): State<Arc<SimServer>>, body: String) -> Response<Bo
             .body(Body::from_stream(broken))
             .expect("a valid response");
     }
-    counters.answered.fetch_add(1, Ordering::Relaxed);
+    counters.answered.fetch_add(1, Ordering::SeqCst);
+    drop(decoding);
     counters
         .completion_tokens
         .fetch_add(decoded, Ordering::Relaxed);

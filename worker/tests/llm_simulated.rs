@@ -119,6 +119,11 @@ async fn requests_beyond_the_batch_limit_queue_and_a_fuller_batch_is_slower() {
     let eight = start.elapsed();
     assert!(all.iter().all(Result::is_ok));
     assert_eq!(server.counts().peak_decoding, 2);
+    assert_eq!(
+        server.counts().decoding,
+        0,
+        "every answered request left the batch"
+    );
     // Four rounds of two, each at the two-in-flight step time.
     let round = settings.ttft_s + tokens as f64 * settings.step_seconds(2);
     assert!(settings.step_seconds(2) > settings.step_seconds(1));
