@@ -46,6 +46,21 @@ impl Panel {
     }
 }
 
+/// A pair of blocks (`2q` and `2q + 1`) of one activation row as the AVX-512
+/// single-row kernels (a decode step of one sequence) read it, made once a product
+/// instead of once for each weight row: the pair's 64 values in the order its weights'
+/// register holds them (Q8_0: the even block's 32, then the odd one's; Q4_1: the even
+/// and the odd block's first 16, then their last 16, which is how one shift and one mask
+/// lay out a pair of nibble blocks), and the scales the kernel multiplies the weights'
+/// f16 values by in one vector product (Q8_0: `[d_even, d_odd, 0, 0]` against
+/// `[d0, d1]`; Q4_1: `[d_even, s_even, d_odd, s_odd]` against `[d0, m0, d1, m1]`).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct RowPair {
+    qs: [i8; 2 * BLOCK],
+    sc: [f32; 4],
+}
+
 /// A Q8_0 block as GGUF stores it: an f16 scale and 32 signed bytes (34 bytes). The
 /// products read every weight byte once per token, so the blocks keep GGUF's size: at
 /// one thread a decode step is bound by memory bandwidth, not arithmetic.
@@ -213,7 +228,31 @@ impl QMatrix {
         let out_ptr = y.as_mut_ptr() as usize;
         let panels = panels(&acts, m, nb, isa);
         let pairs = nb.div_ceil(2);
+        // One sequence's decode step on AVX-512: its activations laid out once for the
+        // single-row kernels.
+        #[cfg(target_arch = "x86_64")]
+        let single = (m == 1 && isa == Isa::Avx512Vnni)
+            .then(|| row_pairs(&acts, matches!(self.blocks, Blocks::Q41(_))));
         super::pool::pool().run(n, |range| {
+            #[cfg(target_arch = "x86_64")]
+            if let Some(single) = &single {
+                let weights = range.start * nb..range.end * nb;
+                // SAFETY: the pool hands out disjoint row ranges, so columns `range` of
+                // y are written by this worker only (m = 1: y is one row of n), and `y`
+                // outlives the call; AVX-512 was detected (isa); `acts` and `single` are
+                // one row of nb blocks, the weights rows of nb blocks (`check`).
+                unsafe {
+                    let out = std::slice::from_raw_parts_mut(
+                        (out_ptr as *mut f32).add(range.start),
+                        range.len(),
+                    );
+                    match &self.blocks {
+                        Blocks::Q8(b) => avx512::q8_single(&b[weights], single, &acts, nb, out),
+                        Blocks::Q41(b) => avx512::q41_single(&b[weights], single, &acts, nb, out),
+                    }
+                }
+                return;
+            }
             let width = range.len();
             let mut out = vec![0f32; m.min(ROWS_PER_PASS) * width];
             for start in (0..m).step_by(ROWS_PER_PASS) {
@@ -271,6 +310,31 @@ fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
         }
     }
     panels
+}
+
+/// The [`RowPair`]s of one activation row (`nb` blocks; an odd last block is left to
+/// the kernels, which read it from the row), for Q4_1 weights (`q41`) or Q8_0.
+#[cfg(target_arch = "x86_64")]
+fn row_pairs(acts: &[ActBlock], q41: bool) -> Vec<RowPair> {
+    acts.chunks_exact(2)
+        .map(|pair| {
+            let (x0, x1) = (&pair[0], &pair[1]);
+            let mut qs = [0i8; 2 * BLOCK];
+            let sc = if q41 {
+                let h = BLOCK / 2;
+                qs[..h].copy_from_slice(&x0.qs[..h]);
+                qs[h..2 * h].copy_from_slice(&x1.qs[..h]);
+                qs[2 * h..3 * h].copy_from_slice(&x0.qs[h..]);
+                qs[3 * h..].copy_from_slice(&x1.qs[h..]);
+                [x0.d, x0.s, x1.d, x1.s]
+            } else {
+                qs[..BLOCK].copy_from_slice(&x0.qs);
+                qs[BLOCK..].copy_from_slice(&x1.qs);
+                [x0.d, x1.d, 0.0, 0.0]
+            };
+            RowPair { qs, sc }
+        })
+        .collect()
 }
 
 fn quantize_block(x: &[f32]) -> ActBlock {
@@ -871,7 +935,7 @@ x86_kernels!(
 mod avx512 {
     // The AVX2 module's horizontal sum and f16 pair (its features are a subset of these).
     use super::avx2::{f16x2, hsum, q41_mins};
-    use super::{ActBlock, BlockQ41, BlockQ8, Panel};
+    use super::{ActBlock, BlockQ41, BlockQ8, Panel, RowPair};
     use std::arch::x86_64::*;
 
     /// [`super::dot_q8`]'s loop over the weight rows of `$w` with `kernel::<R>`, R the
@@ -1064,6 +1128,153 @@ mod avx512 {
                 _mm512_extractf32x8_ps(acc[i], 1),
             );
             dst[i] = hsum(_mm256_add_ps(even, odd)) + mins_even[i] + mins_odd[i];
+        }
+    }
+
+    // The single-row kernels (one sequence's decode step, where each weight row is
+    // read once for one dot product, so the instructions per block, not the bytes, set
+    // the pace): the activations come as [`RowPair`]s, laid out once a product; a pair
+    // of weight blocks' two f16 scales (and Q4_1's two minimums) become f32 in one
+    // conversion and meet the activations' scales in one vector product; Q4_1's
+    // minimum sums run in two lanes of a vector. Each lane makes the operations of
+    // `q8_rows::<1>` / `q41_rows::<1>` in their order (`d * d_x` rounded, then the fused
+    // multiply-add; `m * s` rounded, then added): the same bits.
+
+    /// [`super::dot_q8`] for one activation row: `out[j] = (row j of w) . x`, `x` given
+    /// as its [`RowPair`]s (`pairs`) and its blocks (`acts`, for an odd last block).
+    ///
+    /// # Safety
+    /// The CPU has the features above; `w` holds `out.len()` rows of `nb` blocks,
+    /// `acts` `nb` blocks and `pairs` `nb / 2`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    pub unsafe fn q8_single(
+        w: &[BlockQ8],
+        pairs: &[RowPair],
+        acts: &[ActBlock],
+        nb: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(w.len() == out.len() * nb && acts.len() == nb && pairs.len() == nb / 2);
+        // Lanes 0-7 the even block's `d * d_x`, 8-15 the odd one's.
+        let spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        for (row, dst) in w.chunks_exact(nb).zip(out.iter_mut()) {
+            let mut acc = _mm512_setzero_ps();
+            for (pair, x) in row.chunks_exact(2).zip(pairs) {
+                // SAFETY: a block holds 32 bytes; a RowPair is 64-byte aligned and holds
+                // 64 bytes, then 4 floats.
+                let (wv, xv, sc) = unsafe {
+                    (
+                        join(
+                            _mm256_loadu_si256(pair[0].qs.as_ptr().cast()),
+                            _mm256_loadu_si256(pair[1].qs.as_ptr().cast()),
+                        ),
+                        _mm512_load_si512(x.qs.as_ptr().cast()),
+                        _mm_load_ps(x.sc.as_ptr()),
+                    )
+                };
+                let negative = _mm512_movepi8_mask(wv);
+                let aw = _mm512_abs_epi8(wv);
+                let sx = _mm512_mask_sub_epi8(xv, negative, _mm512_setzero_si512(), xv);
+                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
+                let d = _mm_cvtph_ps(_mm_insert_epi16(
+                    _mm_cvtsi32_si128(i32::from(pair[0].d)),
+                    i32::from(pair[1].d),
+                    1,
+                ));
+                let scale =
+                    _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(d, sc)));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+            }
+            if nb % 2 == 1 {
+                let (last, x) = (&row[nb - 1], &acts[nb - 1]);
+                // SAFETY: as above.
+                let wv = unsafe { _mm256_loadu_si256(last.qs.as_ptr().cast()) };
+                let aw = _mm256_sign_epi8(wv, wv);
+                let (d, _) = f16x2(last.d, 0);
+                // SAFETY: as above.
+                let sx = _mm256_sign_epi8(unsafe { act(x) }, wv);
+                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
+                let even = _mm512_castps512_ps256(acc);
+                let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
+                acc = _mm512_insertf32x8(acc, even, 0);
+            }
+            let (even, odd) = (_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+            *dst = hsum(_mm256_add_ps(even, odd));
+        }
+    }
+
+    /// The same for Q4_1 weights. A pair's nibbles are masked in the order
+    /// [`RowPair`] gives (the even and the odd block's first 16 elements, then their
+    /// last 16), so lanes 4-7 of the accumulator hold what `q41_rows` keeps in lanes
+    /// 8-11 and the reverse; one permutation puts them back before the sum.
+    ///
+    /// # Safety
+    /// As [`q8_single`].
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    pub unsafe fn q41_single(
+        w: &[BlockQ41],
+        pairs: &[RowPair],
+        acts: &[ActBlock],
+        nb: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(w.len() == out.len() * nb && acts.len() == nb && pairs.len() == nb / 2);
+        // Lanes 0-3 and 8-11 the even block's `d * d_x` (lane 0 of the product), 4-7
+        // and 12-15 the odd one's (lane 2).
+        let spread = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
+        let back = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+        let low = _mm512_set1_epi8(0x0f);
+        for (row, dst) in w.chunks_exact(nb).zip(out.iter_mut()) {
+            let mut acc = _mm512_setzero_ps();
+            // Lane 1 the even blocks' minimum sum, lane 3 the odd ones'.
+            let mut mins = _mm_setzero_ps();
+            for (pair, x) in row.chunks_exact(2).zip(pairs) {
+                // SAFETY: a block holds 16 bytes of nibbles after its f16 scale and
+                // minimum (4 bytes, read unaligned); a RowPair as in `q8_single`.
+                let (packed, xv, sc, dm0, dm1) = unsafe {
+                    (
+                        _mm256_set_m128i(
+                            _mm_loadu_si128(pair[1].qs.as_ptr().cast()),
+                            _mm_loadu_si128(pair[0].qs.as_ptr().cast()),
+                        ),
+                        _mm512_load_si512(x.qs.as_ptr().cast()),
+                        _mm_load_ps(x.sc.as_ptr()),
+                        std::ptr::read_unaligned(std::ptr::from_ref(&pair[0]).cast::<i32>()),
+                        std::ptr::read_unaligned(std::ptr::from_ref(&pair[1]).cast::<i32>()),
+                    )
+                };
+                let wv = _mm512_and_si512(
+                    _mm512_inserti64x4(
+                        _mm512_castsi256_si512(packed),
+                        _mm256_srli_epi16(packed, 4),
+                        1,
+                    ),
+                    low,
+                );
+                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
+                // [d0, m0, d1, m1] times [d_x0, s_x0, d_x1, s_x1].
+                let dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(dm0), dm1, 1));
+                let v = _mm_mul_ps(dm, sc);
+                mins = _mm_add_ps(mins, v);
+                let scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+            }
+            let mut acc = _mm512_permutexvar_ps(back, acc);
+            let mut mins_even = f32::from_bits(_mm_extract_ps(mins, 1) as u32);
+            let mins_odd = f32::from_bits(_mm_extract_ps(mins, 3) as u32);
+            if nb % 2 == 1 {
+                let (last, x) = (&row[nb - 1], &acts[nb - 1]);
+                let wv = unpack_q41(last);
+                let (d, mn) = f16x2(last.d, last.m);
+                // SAFETY: an activation block holds 32 bytes.
+                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wv, unsafe { act(x) });
+                let even = _mm512_castps512_ps256(acc);
+                let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
+                acc = _mm512_insertf32x8(acc, even, 0);
+                mins_even += mn * x.s;
+            }
+            let (even, odd) = (_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+            *dst = hsum(_mm256_add_ps(even, odd)) + mins_even + mins_odd;
         }
     }
 
