@@ -46,8 +46,8 @@ impl Panel {
     }
 }
 
-/// A pair of blocks (`2q` and `2q + 1`) of one activation row as the AVX-512
-/// single-row kernels (a decode step of one sequence) read it, made once a product
+/// A pair of blocks (`2q` and `2q + 1`) of an activation row as the AVX-512 kernels of
+/// 1 to 4 rows (a decode step of up to 4 sequences) read it, made once a product
 /// instead of once for each weight row: the pair's 64 values in the order its weights'
 /// register holds them (Q8_0: the even block's 32, then the odd one's; Q4_1: the even
 /// and the odd block's first 16, then their last 16, which is how one shift and one mask
@@ -228,31 +228,18 @@ impl QMatrix {
         let out_ptr = y.as_mut_ptr() as usize;
         let panels = panels(&acts, m, nb, isa);
         let pairs = nb.div_ceil(2);
-        // One sequence's decode step on AVX-512: its activations laid out once for the
-        // single-row kernels.
+        // On AVX-512 a pass of 1 to 4 rows (a decode step of up to 4 sequences, or the
+        // last pass of a larger batch) runs on the row-pair kernels: its activations
+        // laid out once here. `tail` is that pass's first row and its pairs.
+        let last_pass = m.saturating_sub(1) / ROWS_PER_PASS * ROWS_PER_PASS;
         #[cfg(target_arch = "x86_64")]
-        let single = (m == 1 && isa == Isa::Avx512Vnni)
-            .then(|| row_pairs(&acts, matches!(self.blocks, Blocks::Q41(_))));
+        let tail = (isa == Isa::Avx512Vnni && m - last_pass <= 4).then(|| {
+            let q41 = matches!(self.blocks, Blocks::Q41(_));
+            (last_pass, row_pairs(&acts[last_pass * nb..], nb, q41))
+        });
+        #[cfg(not(target_arch = "x86_64"))]
+        let tail: Option<(usize, Vec<RowPair>)> = None;
         super::pool::pool().run(n, |range| {
-            #[cfg(target_arch = "x86_64")]
-            if let Some(single) = &single {
-                let weights = range.start * nb..range.end * nb;
-                // SAFETY: the pool hands out disjoint row ranges, so columns `range` of
-                // y are written by this worker only (m = 1: y is one row of n), and `y`
-                // outlives the call; AVX-512 was detected (isa); `acts` and `single` are
-                // one row of nb blocks, the weights rows of nb blocks (`check`).
-                unsafe {
-                    let out = std::slice::from_raw_parts_mut(
-                        (out_ptr as *mut f32).add(range.start),
-                        range.len(),
-                    );
-                    match &self.blocks {
-                        Blocks::Q8(b) => avx512::q8_single(&b[weights], single, &acts, nb, out),
-                        Blocks::Q41(b) => avx512::q41_single(&b[weights], single, &acts, nb, out),
-                    }
-                }
-                return;
-            }
             let width = range.len();
             let mut out = vec![0f32; m.min(ROWS_PER_PASS) * width];
             for start in (0..m).step_by(ROWS_PER_PASS) {
@@ -262,9 +249,21 @@ impl QMatrix {
                 let p = panels.get(pass * pairs..(pass + 1) * pairs);
                 let out = &mut out[..rows_here * width];
                 let weights = range.start * nb..range.end * nb;
-                match &self.blocks {
-                    Blocks::Q8(b) => dot_q8(&b[weights], a, p, nb, out, isa),
-                    Blocks::Q41(b) => dot_q41(&b[weights], a, p, nb, out, isa),
+                let pairs = tail.as_ref().filter(|(first, _)| *first == start);
+                match (&self.blocks, pairs) {
+                    // SAFETY: AVX-512 was detected (isa); `a` and its pairs are this
+                    // pass's 1 to 4 rows of nb blocks, the weights rows of nb blocks
+                    // (`check`).
+                    #[cfg(target_arch = "x86_64")]
+                    (Blocks::Q8(b), Some((_, x))) => unsafe {
+                        avx512::dot_q8_pairs(&b[weights], x, a, nb, out)
+                    },
+                    #[cfg(target_arch = "x86_64")]
+                    (Blocks::Q41(b), Some((_, x))) => unsafe {
+                        avx512::dot_q41_pairs(&b[weights], x, a, nb, out)
+                    },
+                    (Blocks::Q8(b), _) => dot_q8(&b[weights], a, p, nb, out, isa),
+                    (Blocks::Q41(b), _) => dot_q41(&b[weights], a, p, nb, out, isa),
                 }
                 for (i, part) in out.chunks_exact(width).enumerate() {
                     debug_assert!((start + i) * n + range.end <= m * n, "store outside y");
@@ -312,11 +311,13 @@ fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
     panels
 }
 
-/// The [`RowPair`]s of one activation row (`nb` blocks; an odd last block is left to
-/// the kernels, which read it from the row), for Q4_1 weights (`q41`) or Q8_0.
+/// The [`RowPair`]s of the activation rows (`nb` blocks each; an odd last block is left
+/// to the kernels, which read it from the row), row after row, `nb / 2` a row, for
+/// Q4_1 weights (`q41`) or Q8_0.
 #[cfg(target_arch = "x86_64")]
-fn row_pairs(acts: &[ActBlock], q41: bool) -> Vec<RowPair> {
-    acts.chunks_exact(2)
+fn row_pairs(acts: &[ActBlock], nb: usize, q41: bool) -> Vec<RowPair> {
+    acts.chunks_exact(nb)
+        .flat_map(|row| row.chunks_exact(2))
         .map(|pair| {
             let (x0, x1) = (&pair[0], &pair[1]);
             let mut qs = [0i8; 2 * BLOCK];
@@ -566,7 +567,7 @@ fn dot_q8(
     match isa {
         Isa::Avx2 => return unsafe { avx2::dot_q8(w, acts, panels, nb, out) },
         Isa::AvxVnni => return unsafe { avxvnni::dot_q8(w, acts, panels, nb, out) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, acts, panels, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, panels, nb, out) },
         Isa::Scalar => {}
     }
     let _ = (isa, panels);
@@ -596,7 +597,7 @@ fn dot_q41(
     match isa {
         Isa::Avx2 => return unsafe { avx2::dot_q41(w, acts, panels, nb, out) },
         Isa::AvxVnni => return unsafe { avxvnni::dot_q41(w, acts, panels, nb, out) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, acts, panels, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, panels, nb, out) },
         Isa::Scalar => {}
     }
     let _ = (isa, panels);
@@ -938,27 +939,16 @@ mod avx512 {
     use super::{ActBlock, BlockQ41, BlockQ8, Panel, RowPair};
     use std::arch::x86_64::*;
 
-    /// [`super::dot_q8`]'s loop over the weight rows of `$w` with `kernel::<R>`, R the
-    /// number of activation rows (1 to 8): the accumulators of a const number of rows
-    /// stay in registers.
-    macro_rules! by_rows {
-        ($kernel:ident, $panel:ident, $w:expr, $acts:expr, $panels:expr, $nb:expr, $out:expr) => {{
-            let (w, acts, nb, out) = ($w, $acts, $nb, $out);
+    /// [`super::dot_q8`]'s loop over the weight rows of `$w` with `$panel::<R>`, R the
+    /// number of activation rows (5 to 8; fewer run on the row-pair kernels): the
+    /// accumulators of a const number of rows stay in registers.
+    macro_rules! by_panels {
+        ($panel:ident, $w:expr, $panels:expr, $nb:expr, $out:expr) => {{
+            let (w, nb, out) = ($w, $nb, $out);
             let p = $panels.unwrap_or(&[]);
-            // SAFETY (each): as the caller of the dispatching function promises.
-            match out.len() / (w.len() / nb).max(1) {
-                1 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<1>(row, acts, nb, dst)
-                }),
-                2 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<2>(row, acts, nb, dst)
-                }),
-                3 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<3>(row, acts, nb, dst)
-                }),
-                4 => super::each_row(w, nb, out, |row, dst| unsafe {
-                    $kernel::<4>(row, acts, nb, dst)
-                }),
+            let rows = out.len() / (w.len() / nb).max(1);
+            debug_assert!(rows >= 5, "{rows} rows run on the row-pair kernels");
+            match rows {
                 5 => super::each_row(w, nb, out, |row, dst| $panel::<5>(row, p, nb, dst)),
                 6 => super::each_row(w, nb, out, |row, dst| $panel::<6>(row, p, nb, dst)),
                 7 => super::each_row(w, nb, out, |row, dst| $panel::<7>(row, p, nb, dst)),
@@ -989,21 +979,15 @@ mod avx512 {
         unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) }
     }
 
-    /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . acts[i]` for the `len`
-    /// weight rows of `w` and 1 to 8 activation rows.
+    /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . row i` for the `len`
+    /// weight rows of `w` and 5 to 8 activation rows given as their panels (fewer run
+    /// on [`dot_q8_pairs`]).
     ///
     /// # Safety
-    /// The CPU has the features above; `acts` holds `out.len() / len` rows of `nb`
-    /// blocks.
+    /// The CPU has the features above; `panels` holds the rows' `ceil(nb / 2)` panels.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q8(
-        w: &[BlockQ8],
-        acts: &[ActBlock],
-        panels: Option<&[Panel]>,
-        nb: usize,
-        out: &mut [f32],
-    ) {
-        by_rows!(q8_rows, q8_panel, w, acts, panels, nb, out)
+    pub unsafe fn dot_q8(w: &[BlockQ8], panels: Option<&[Panel]>, nb: usize, out: &mut [f32]) {
+        by_panels!(q8_panel, w, panels, nb, out)
     }
 
     /// The same for Q4_1 weights.
@@ -1011,29 +995,93 @@ mod avx512 {
     /// # Safety
     /// As [`dot_q8`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q41(
-        w: &[BlockQ41],
+    pub unsafe fn dot_q41(w: &[BlockQ41], panels: Option<&[Panel]>, nb: usize, out: &mut [f32]) {
+        by_panels!(q41_panel, w, panels, nb, out)
+    }
+
+    // The row-pair kernels of 1 to 4 activation rows (a decode step of up to 4
+    // sequences, where each weight block meets few rows, so the instructions per block,
+    // not the bytes, set the pace): the activations come as [`RowPair`]s, laid out once
+    // a product; a pair of weight blocks' two f16 scales (and Q4_1's two minimums)
+    // become f32 in one conversion and meet each row's scales in one vector product;
+    // Q4_1's minimum sums run in two lanes of a vector. Each lane makes the operations
+    // of `q8_rows` / `q41_rows` in their order (`d * d_x` rounded, then the fused
+    // multiply-add; `m * s` rounded, then added): the same bits.
+
+    /// [`super::dot_q8`] for 1 to 4 activation rows given as their [`RowPair`]s
+    /// (`pairs`, `nb / 2` a row) and their blocks (`acts`, for an odd last block):
+    /// `out[i * len + j] = (row j of w) . (row i)`, `len` the weight rows.
+    ///
+    /// # Safety
+    /// The CPU has the features above; `w` holds rows of `nb` blocks, `acts`
+    /// `out.len() / len` rows of `nb` blocks and `pairs` as many of `nb / 2`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    pub unsafe fn dot_q8_pairs(
+        w: &[BlockQ8],
+        pairs: &[RowPair],
         acts: &[ActBlock],
-        panels: Option<&[Panel]>,
         nb: usize,
         out: &mut [f32],
     ) {
-        by_rows!(q41_rows, q41_panel, w, acts, panels, nb, out)
+        match out.len() / (w.len() / nb).max(1) {
+            1 => super::each_row(w, nb, out, |row, dst| {
+                q8_pairs::<1>(row, pairs, acts, nb, dst)
+            }),
+            2 => super::each_row(w, nb, out, |row, dst| {
+                q8_pairs::<2>(row, pairs, acts, nb, dst)
+            }),
+            3 => super::each_row(w, nb, out, |row, dst| {
+                q8_pairs::<3>(row, pairs, acts, nb, dst)
+            }),
+            _ => super::each_row(w, nb, out, |row, dst| {
+                q8_pairs::<4>(row, pairs, acts, nb, dst)
+            }),
+        }
     }
 
-    /// Q8_0: `|w|` unsigned against `x` with `w`'s sign (as the 256-bit kernels'
-    /// `sign_epi8` pair: where `w` is 0 the product is 0 either way).
+    /// The same for Q4_1 weights.
+    ///
+    /// # Safety
+    /// As [`dot_q8_pairs`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    unsafe fn q8_rows<const R: usize>(
+    pub unsafe fn dot_q41_pairs(
+        w: &[BlockQ41],
+        pairs: &[RowPair],
+        acts: &[ActBlock],
+        nb: usize,
+        out: &mut [f32],
+    ) {
+        match out.len() / (w.len() / nb).max(1) {
+            1 => super::each_row(w, nb, out, |row, dst| {
+                q41_pairs::<1>(row, pairs, acts, nb, dst)
+            }),
+            2 => super::each_row(w, nb, out, |row, dst| {
+                q41_pairs::<2>(row, pairs, acts, nb, dst)
+            }),
+            3 => super::each_row(w, nb, out, |row, dst| {
+                q41_pairs::<3>(row, pairs, acts, nb, dst)
+            }),
+            _ => super::each_row(w, nb, out, |row, dst| {
+                q41_pairs::<4>(row, pairs, acts, nb, dst)
+            }),
+        }
+    }
+
+    /// One Q8_0 weight row against R activation rows.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn q8_pairs<const R: usize>(
         row: &[BlockQ8],
+        pairs: &[RowPair],
         acts: &[ActBlock],
         nb: usize,
         dst: &mut [f32],
     ) {
+        let np = nb / 2;
+        assert!(row.len() >= nb && pairs.len() >= R * np && acts.len() >= R * nb && dst.len() >= R);
+        // Lanes 0-7 the even block's `d * d_x`, 8-15 the odd one's.
+        let spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let mut acc = [_mm512_setzero_ps(); R];
-        let mut pairs = row[..nb].chunks_exact(2);
-        let mut b = 0;
-        for pair in pairs.by_ref() {
+        for (q, pair) in row[..2 * np].chunks_exact(2).enumerate() {
             // SAFETY: a block holds 32 bytes.
             let wv = unsafe {
                 join(
@@ -1043,227 +1091,124 @@ mod avx512 {
             };
             let negative = _mm512_movepi8_mask(wv);
             let aw = _mm512_abs_epi8(wv);
-            let (d0, d1) = f16x2(pair[0].d, pair[1].d);
+            let d = _mm_cvtph_ps(_mm_insert_epi16(
+                _mm_cvtsi32_si128(i32::from(pair[0].d)),
+                i32::from(pair[1].d),
+                1,
+            ));
+            // Indexed, not zipped: the unrolled loop keeps the array in registers.
+            #[allow(clippy::needless_range_loop)]
             for i in 0..R {
-                let (x0, x1) = (&acts[i * nb + b], &acts[i * nb + b + 1]);
-                // SAFETY: as above.
-                let xv = unsafe { join(act(x0), act(x1)) };
-                let sx = _mm512_mask_sub_epi8(xv, negative, _mm512_setzero_si512(), xv);
-                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
-                acc[i] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), halves(d0 * x0.d, d1 * x1.d), acc[i]);
-            }
-            b += 2;
-        }
-        if let [last] = pairs.remainder() {
-            // SAFETY: as above.
-            let wv = unsafe { _mm256_loadu_si256(last.qs.as_ptr().cast()) };
-            let aw = _mm256_sign_epi8(wv, wv);
-            let (d, _) = f16x2(last.d, 0);
-            for i in 0..R {
-                let x = &acts[i * nb + b];
-                // SAFETY: as above.
-                let sx = _mm256_sign_epi8(unsafe { act(x) }, wv);
-                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
-                let even = _mm512_castps512_ps256(acc[i]);
-                let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
-                acc[i] = _mm512_insertf32x8(acc[i], even, 0);
-            }
-        }
-        for i in 0..R {
-            let (even, odd) = (
-                _mm512_castps512_ps256(acc[i]),
-                _mm512_extractf32x8_ps(acc[i], 1),
-            );
-            dst[i] = hsum(_mm256_add_ps(even, odd));
-        }
-    }
-
-    /// Q4_1: `d * d_x * (q . q_x) + m * d_x * sum(q_x)`, the minimum's sums in the
-    /// 256-bit kernels' order (even and odd blocks apart).
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    unsafe fn q41_rows<const R: usize>(
-        row: &[BlockQ41],
-        acts: &[ActBlock],
-        nb: usize,
-        dst: &mut [f32],
-    ) {
-        let mut acc = [_mm512_setzero_ps(); R];
-        let mut mins_even = [0f32; R];
-        let mut mins_odd = [0f32; R];
-        let mut pairs = row[..nb].chunks_exact(2);
-        let mut b = 0;
-        for pair in pairs.by_ref() {
-            let wv = join(unpack_q41(&pair[0]), unpack_q41(&pair[1]));
-            let (d0, m0) = f16x2(pair[0].d, pair[0].m);
-            let (d1, m1) = f16x2(pair[1].d, pair[1].m);
-            for i in 0..R {
-                let (x0, x1) = (&acts[i * nb + b], &acts[i * nb + b + 1]);
-                // SAFETY: activation blocks hold 32 bytes.
-                let xv = unsafe { join(act(x0), act(x1)) };
-                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
-                acc[i] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), halves(d0 * x0.d, d1 * x1.d), acc[i]);
-                mins_even[i] += m0 * x0.s;
-                mins_odd[i] += m1 * x1.s;
-            }
-            b += 2;
-        }
-        if let [last] = pairs.remainder() {
-            let wv = unpack_q41(last);
-            let (d, mn) = f16x2(last.d, last.m);
-            for i in 0..R {
-                let x = &acts[i * nb + b];
-                // SAFETY: as above.
-                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wv, unsafe { act(x) });
-                let even = _mm512_castps512_ps256(acc[i]);
-                let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
-                acc[i] = _mm512_insertf32x8(acc[i], even, 0);
-                mins_even[i] += mn * x.s;
-            }
-        }
-        for i in 0..R {
-            let (even, odd) = (
-                _mm512_castps512_ps256(acc[i]),
-                _mm512_extractf32x8_ps(acc[i], 1),
-            );
-            dst[i] = hsum(_mm256_add_ps(even, odd)) + mins_even[i] + mins_odd[i];
-        }
-    }
-
-    // The single-row kernels (one sequence's decode step, where each weight row is
-    // read once for one dot product, so the instructions per block, not the bytes, set
-    // the pace): the activations come as [`RowPair`]s, laid out once a product; a pair
-    // of weight blocks' two f16 scales (and Q4_1's two minimums) become f32 in one
-    // conversion and meet the activations' scales in one vector product; Q4_1's
-    // minimum sums run in two lanes of a vector. Each lane makes the operations of
-    // `q8_rows::<1>` / `q41_rows::<1>` in their order (`d * d_x` rounded, then the fused
-    // multiply-add; `m * s` rounded, then added): the same bits.
-
-    /// [`super::dot_q8`] for one activation row: `out[j] = (row j of w) . x`, `x` given
-    /// as its [`RowPair`]s (`pairs`) and its blocks (`acts`, for an odd last block).
-    ///
-    /// # Safety
-    /// The CPU has the features above; `w` holds `out.len()` rows of `nb` blocks,
-    /// `acts` `nb` blocks and `pairs` `nb / 2`.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn q8_single(
-        w: &[BlockQ8],
-        pairs: &[RowPair],
-        acts: &[ActBlock],
-        nb: usize,
-        out: &mut [f32],
-    ) {
-        debug_assert!(w.len() == out.len() * nb && acts.len() == nb && pairs.len() == nb / 2);
-        // Lanes 0-7 the even block's `d * d_x`, 8-15 the odd one's.
-        let spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-        for (row, dst) in w.chunks_exact(nb).zip(out.iter_mut()) {
-            let mut acc = _mm512_setzero_ps();
-            for (pair, x) in row.chunks_exact(2).zip(pairs) {
-                // SAFETY: a block holds 32 bytes; a RowPair is 64-byte aligned and holds
-                // 64 bytes, then 4 floats.
-                let (wv, xv, sc) = unsafe {
+                // SAFETY: i * np + q < R * np (asserted above); a RowPair is 64-byte
+                // aligned and holds 64 bytes, then 4 floats.
+                let (xv, sc) = unsafe {
+                    let x = pairs.get_unchecked(i * np + q);
                     (
-                        join(
-                            _mm256_loadu_si256(pair[0].qs.as_ptr().cast()),
-                            _mm256_loadu_si256(pair[1].qs.as_ptr().cast()),
-                        ),
                         _mm512_load_si512(x.qs.as_ptr().cast()),
                         _mm_load_ps(x.sc.as_ptr()),
                     )
                 };
-                let negative = _mm512_movepi8_mask(wv);
-                let aw = _mm512_abs_epi8(wv);
                 let sx = _mm512_mask_sub_epi8(xv, negative, _mm512_setzero_si512(), xv);
                 let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
-                let d = _mm_cvtph_ps(_mm_insert_epi16(
-                    _mm_cvtsi32_si128(i32::from(pair[0].d)),
-                    i32::from(pair[1].d),
-                    1,
-                ));
                 let scale =
                     _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(d, sc)));
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
             }
-            if nb % 2 == 1 {
-                let (last, x) = (&row[nb - 1], &acts[nb - 1]);
-                // SAFETY: as above.
-                let wv = unsafe { _mm256_loadu_si256(last.qs.as_ptr().cast()) };
-                let aw = _mm256_sign_epi8(wv, wv);
-                let (d, _) = f16x2(last.d, 0);
+        }
+        if nb % 2 == 1 {
+            let last = &row[nb - 1];
+            // SAFETY: as above.
+            let wv = unsafe { _mm256_loadu_si256(last.qs.as_ptr().cast()) };
+            let aw = _mm256_sign_epi8(wv, wv);
+            let (d, _) = f16x2(last.d, 0);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let x = &acts[i * nb + nb - 1];
                 // SAFETY: as above.
                 let sx = _mm256_sign_epi8(unsafe { act(x) }, wv);
                 let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
-                let even = _mm512_castps512_ps256(acc);
+                let even = _mm512_castps512_ps256(*acc);
                 let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x.d), even);
-                acc = _mm512_insertf32x8(acc, even, 0);
+                *acc = _mm512_insertf32x8(*acc, even, 0);
             }
-            let (even, odd) = (_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+        }
+        for (acc, dst) in acc.iter().zip(dst) {
+            let (even, odd) = (
+                _mm512_castps512_ps256(*acc),
+                _mm512_extractf32x8_ps(*acc, 1),
+            );
             *dst = hsum(_mm256_add_ps(even, odd));
         }
     }
 
-    /// The same for Q4_1 weights. A pair's nibbles are masked in the order
-    /// [`RowPair`] gives (the even and the odd block's first 16 elements, then their
-    /// last 16), so lanes 4-7 of the accumulator hold what `q41_rows` keeps in lanes
-    /// 8-11 and the reverse; one permutation puts them back before the sum.
-    ///
-    /// # Safety
-    /// As [`q8_single`].
+    /// One Q4_1 weight row against R activation rows. A pair's nibbles are masked in the
+    /// order [`RowPair`] gives (the even and the odd block's first 16 elements, then
+    /// their last 16), so lanes 4-7 of an accumulator hold what `q41_rows` keeps in
+    /// lanes 8-11 and the reverse; one permutation puts them back before the sum.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn q41_single(
-        w: &[BlockQ41],
+    fn q41_pairs<const R: usize>(
+        row: &[BlockQ41],
         pairs: &[RowPair],
         acts: &[ActBlock],
         nb: usize,
-        out: &mut [f32],
+        dst: &mut [f32],
     ) {
-        debug_assert!(w.len() == out.len() * nb && acts.len() == nb && pairs.len() == nb / 2);
+        let np = nb / 2;
+        assert!(row.len() >= nb && pairs.len() >= R * np && acts.len() >= R * nb && dst.len() >= R);
         // Lanes 0-3 and 8-11 the even block's `d * d_x` (lane 0 of the product), 4-7
         // and 12-15 the odd one's (lane 2).
         let spread = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
         let back = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
         let low = _mm512_set1_epi8(0x0f);
-        for (row, dst) in w.chunks_exact(nb).zip(out.iter_mut()) {
-            let mut acc = _mm512_setzero_ps();
-            // Lane 1 the even blocks' minimum sum, lane 3 the odd ones'.
-            let mut mins = _mm_setzero_ps();
-            for (pair, x) in row.chunks_exact(2).zip(pairs) {
-                // SAFETY: a block holds 16 bytes of nibbles after its f16 scale and
-                // minimum (4 bytes, read unaligned); a RowPair as in `q8_single`.
-                let (packed, xv, sc, dm0, dm1) = unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        // Lane 1 the even blocks' minimum sum, lane 3 the odd ones'.
+        let mut mins = [_mm_setzero_ps(); R];
+        for (q, pair) in row[..2 * np].chunks_exact(2).enumerate() {
+            // SAFETY: a block holds 16 bytes of nibbles after its f16 scale and minimum
+            // (4 bytes, read unaligned).
+            let (packed, dm0, dm1) = unsafe {
+                (
+                    _mm256_set_m128i(
+                        _mm_loadu_si128(pair[1].qs.as_ptr().cast()),
+                        _mm_loadu_si128(pair[0].qs.as_ptr().cast()),
+                    ),
+                    std::ptr::read_unaligned(std::ptr::from_ref(&pair[0]).cast::<i32>()),
+                    std::ptr::read_unaligned(std::ptr::from_ref(&pair[1]).cast::<i32>()),
+                )
+            };
+            let wv = _mm512_and_si512(
+                _mm512_inserti64x4(
+                    _mm512_castsi256_si512(packed),
+                    _mm256_srli_epi16(packed, 4),
+                    1,
+                ),
+                low,
+            );
+            // [d0, m0, d1, m1], to meet each row's [d_x0, s_x0, d_x1, s_x1].
+            let dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(dm0), dm1, 1));
+            // Indexed, not zipped: the unrolled loop keeps both arrays in registers.
+            #[allow(clippy::needless_range_loop)]
+            for i in 0..R {
+                // SAFETY: as in `q8_pairs`.
+                let (xv, sc) = unsafe {
+                    let x = pairs.get_unchecked(i * np + q);
                     (
-                        _mm256_set_m128i(
-                            _mm_loadu_si128(pair[1].qs.as_ptr().cast()),
-                            _mm_loadu_si128(pair[0].qs.as_ptr().cast()),
-                        ),
                         _mm512_load_si512(x.qs.as_ptr().cast()),
                         _mm_load_ps(x.sc.as_ptr()),
-                        std::ptr::read_unaligned(std::ptr::from_ref(&pair[0]).cast::<i32>()),
-                        std::ptr::read_unaligned(std::ptr::from_ref(&pair[1]).cast::<i32>()),
                     )
                 };
-                let wv = _mm512_and_si512(
-                    _mm512_inserti64x4(
-                        _mm512_castsi256_si512(packed),
-                        _mm256_srli_epi16(packed, 4),
-                        1,
-                    ),
-                    low,
-                );
                 let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
-                // [d0, m0, d1, m1] times [d_x0, s_x0, d_x1, s_x1].
-                let dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(dm0), dm1, 1));
                 let v = _mm_mul_ps(dm, sc);
-                mins = _mm_add_ps(mins, v);
+                mins[i] = _mm_add_ps(mins[i], v);
                 let scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v));
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
             }
-            let mut acc = _mm512_permutexvar_ps(back, acc);
-            let mut mins_even = f32::from_bits(_mm_extract_ps(mins, 1) as u32);
-            let mins_odd = f32::from_bits(_mm_extract_ps(mins, 3) as u32);
+        }
+        for i in 0..R {
+            let mut acc = _mm512_permutexvar_ps(back, acc[i]);
+            let mut mins_even = f32::from_bits(_mm_extract_ps(mins[i], 1) as u32);
+            let mins_odd = f32::from_bits(_mm_extract_ps(mins[i], 3) as u32);
             if nb % 2 == 1 {
-                let (last, x) = (&row[nb - 1], &acts[nb - 1]);
+                let (last, x) = (&row[nb - 1], &acts[i * nb + nb - 1]);
                 let wv = unpack_q41(last);
                 let (d, mn) = f16x2(last.d, last.m);
                 // SAFETY: an activation block holds 32 bytes.
@@ -1274,7 +1219,7 @@ mod avx512 {
                 mins_even += mn * x.s;
             }
             let (even, odd) = (_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-            *dst = hsum(_mm256_add_ps(even, odd)) + mins_even + mins_odd;
+            dst[i] = hsum(_mm256_add_ps(even, odd)) + mins_even + mins_odd;
         }
     }
 
