@@ -957,6 +957,28 @@ mod avx512 {
         }};
     }
 
+    /// The row-pair kernels' loop over the weight rows of `$w` with `$kernel::<R>`, R
+    /// the number of activation rows (1 to 4).
+    macro_rules! by_pairs {
+        ($kernel:ident, $w:expr, $pairs:expr, $acts:expr, $nb:expr, $out:expr) => {{
+            let (w, pairs, acts, nb, out) = ($w, $pairs, $acts, $nb, $out);
+            match out.len() / (w.len() / nb).max(1) {
+                1 => super::each_row(w, nb, out, |row, dst| {
+                    $kernel::<1>(row, pairs, acts, nb, dst)
+                }),
+                2 => super::each_row(w, nb, out, |row, dst| {
+                    $kernel::<2>(row, pairs, acts, nb, dst)
+                }),
+                3 => super::each_row(w, nb, out, |row, dst| {
+                    $kernel::<3>(row, pairs, acts, nb, dst)
+                }),
+                _ => super::each_row(w, nb, out, |row, dst| {
+                    $kernel::<4>(row, pairs, acts, nb, dst)
+                }),
+            }
+        }};
+    }
+
     /// Two 32-byte halves as one register.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
     fn join(lo: __m256i, hi: __m256i) -> __m512i {
@@ -1023,20 +1045,7 @@ mod avx512 {
         nb: usize,
         out: &mut [f32],
     ) {
-        match out.len() / (w.len() / nb).max(1) {
-            1 => super::each_row(w, nb, out, |row, dst| {
-                q8_pairs::<1>(row, pairs, acts, nb, dst)
-            }),
-            2 => super::each_row(w, nb, out, |row, dst| {
-                q8_pairs::<2>(row, pairs, acts, nb, dst)
-            }),
-            3 => super::each_row(w, nb, out, |row, dst| {
-                q8_pairs::<3>(row, pairs, acts, nb, dst)
-            }),
-            _ => super::each_row(w, nb, out, |row, dst| {
-                q8_pairs::<4>(row, pairs, acts, nb, dst)
-            }),
-        }
+        by_pairs!(q8_pairs, w, pairs, acts, nb, out)
     }
 
     /// The same for Q4_1 weights.
@@ -1051,20 +1060,7 @@ mod avx512 {
         nb: usize,
         out: &mut [f32],
     ) {
-        match out.len() / (w.len() / nb).max(1) {
-            1 => super::each_row(w, nb, out, |row, dst| {
-                q41_pairs::<1>(row, pairs, acts, nb, dst)
-            }),
-            2 => super::each_row(w, nb, out, |row, dst| {
-                q41_pairs::<2>(row, pairs, acts, nb, dst)
-            }),
-            3 => super::each_row(w, nb, out, |row, dst| {
-                q41_pairs::<3>(row, pairs, acts, nb, dst)
-            }),
-            _ => super::each_row(w, nb, out, |row, dst| {
-                q41_pairs::<4>(row, pairs, acts, nb, dst)
-            }),
-        }
+        by_pairs!(q41_pairs, w, pairs, acts, nb, out)
     }
 
     /// One Q8_0 weight row against R activation rows.
