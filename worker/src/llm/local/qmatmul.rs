@@ -13,17 +13,18 @@
 pub const BLOCK: usize = 32;
 
 /// Activation rows multiplied per pass over a weight row: AVX-512's 32 registers hold
-/// two accumulators for each of 8 rows; AVX2's 16 hold one for each of 8 when the even
-/// and the odd blocks are summed in two passes (`q41_panel`).
+/// one accumulator for each of 8 rows beside a pair of weight blocks, four rows'
+/// scales and the constants; AVX2's 16 hold one for each of 8 when the even and the odd
+/// blocks are summed in two passes (`q41_panel`).
 const ROWS_PER_PASS: usize = 8;
 
-/// A pair of blocks (`2q` and `2q + 1`) of up to 8 activation rows as the kernels of 5
-/// to 8 rows read it: each row's 64 quantised values (the even block's 32, then the odd
-/// one's), its scales each in 8 lanes (so that `d * d_x` is one vector multiply from
-/// memory, not a scalar one and a broadcast), and the rows' sums (for Q4_1's minimum)
-/// in one register a block. A 512-bit kernel reads a row's pair in one load, a 256-bit
-/// kernel either half. Rows past the pass's last, and the odd half of a last unpaired
-/// block, are zero.
+/// A pair of blocks (`2q` and `2q + 1`) of up to 8 activation rows as the 256-bit
+/// kernels of 5 to 8 rows read it (AVX-512 reads [`PairQuad`]s): each row's 64
+/// quantised values (the even block's 32, then the odd one's), its scales each in 8
+/// lanes (so that `d * d_x` is one vector multiply from memory, not a scalar one and a
+/// broadcast), and the rows' sums (for Q4_1's minimum) in one register a block; a
+/// kernel reads either half of a row's pair. Rows past the pass's last, and the odd half
+/// of a last unpaired block, are zero.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Panel {
@@ -46,19 +47,20 @@ impl Panel {
     }
 }
 
-/// A pair of blocks (`2q` and `2q + 1`) of an activation row as the AVX-512 kernels of
-/// 1 to 4 rows (a decode step of up to 4 sequences) read it, made once a product
-/// instead of once for each weight row: the pair's 64 values in the order its weights'
-/// register holds them (Q8_0: the even block's 32, then the odd one's; Q4_1: the even
-/// and the odd block's first 16, then their last 16, which is how one shift and one mask
-/// lay out a pair of nibble blocks), and the scales the kernel multiplies the weights'
-/// f16 values by in one vector product (Q8_0: `[d_even, d_odd, 0, 0]` against
-/// `[d0, d1]`; Q4_1: `[d_even, s_even, d_odd, s_odd]` against `[d0, m0, d1, m1]`).
+/// A pair of blocks (`2q` and `2q + 1`) of four activation rows (4g to 4g + 3) as the
+/// AVX-512 kernels read it, made once a product instead of once for each weight row:
+/// each row's 64 values in the order its weights' register holds them (Q8_0: the even
+/// block's 32, then the odd one's; Q4_1: the even and the odd block's first 16, then
+/// their last 16, which is how one shift and one mask lay out a pair of nibble blocks),
+/// and the four rows' scales in one register, which meets the weights' f16 values in
+/// one vector product for the four rows (Q8_0: `[d_even, d_odd, 0, 0]` a row against
+/// `[d0, d1, 0, 0]`; Q4_1: `[d_even, s_even, d_odd, s_odd]` against `[d0, m0, d1, m1]`).
+/// Rows past the batch's last are zero.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct RowPair {
-    qs: [i8; 2 * BLOCK],
-    sc: [f32; 4],
+struct PairQuad {
+    qs: [[i8; 2 * BLOCK]; 4],
+    sc: [[f32; 4]; 4],
 }
 
 /// A Q8_0 block as GGUF stores it: an f16 scale and 32 signed bytes (34 bytes). The
@@ -228,17 +230,14 @@ impl QMatrix {
         let out_ptr = y.as_mut_ptr() as usize;
         let panels = panels(&acts, m, nb, isa);
         let pairs = nb.div_ceil(2);
-        // On AVX-512 a pass of 1 to 4 rows (a decode step of up to 4 sequences, or the
-        // last pass of a larger batch) runs on the row-pair kernels: its activations
-        // laid out once here. `tail` is that pass's first row and its pairs.
-        let last_pass = m.saturating_sub(1) / ROWS_PER_PASS * ROWS_PER_PASS;
-        #[cfg(target_arch = "x86_64")]
-        let tail = (isa == Isa::Avx512Vnni && m - last_pass <= 4).then(|| {
-            let q41 = matches!(self.blocks, Blocks::Q41(_));
-            (last_pass, row_pairs(&acts[last_pass * nb..], nb, q41))
-        });
-        #[cfg(not(target_arch = "x86_64"))]
-        let tail: Option<(usize, Vec<RowPair>)> = None;
+        // On AVX-512 every pass runs on the quad kernels: the activations laid out once
+        // here, `nb / 2` quads for each 4 rows.
+        let quads = match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => pair_quads(&acts, nb, matches!(self.blocks, Blocks::Q41(_))),
+            _ => Vec::new(),
+        };
+        let np = nb / 2;
         super::pool::pool().run(n, |range| {
             let width = range.len();
             let mut out = vec![0f32; m.min(ROWS_PER_PASS) * width];
@@ -246,24 +245,16 @@ impl QMatrix {
                 let rows_here = (m - start).min(ROWS_PER_PASS);
                 let a = &acts[start * nb..(start + rows_here) * nb];
                 let pass = start / ROWS_PER_PASS;
-                let p = panels.get(pass * pairs..(pass + 1) * pairs);
                 let out = &mut out[..rows_here * width];
                 let weights = range.start * nb..range.end * nb;
-                let pairs = tail.as_ref().filter(|(first, _)| *first == start);
-                match (&self.blocks, pairs) {
-                    // SAFETY: AVX-512 was detected (isa); `a` and its pairs are this
-                    // pass's 1 to 4 rows of nb blocks, the weights rows of nb blocks
-                    // (`check`).
-                    #[cfg(target_arch = "x86_64")]
-                    (Blocks::Q8(b), Some((_, x))) => unsafe {
-                        avx512::dot_q8_pairs(&b[weights], x, a, nb, out)
-                    },
-                    #[cfg(target_arch = "x86_64")]
-                    (Blocks::Q41(b), Some((_, x))) => unsafe {
-                        avx512::dot_q41_pairs(&b[weights], x, a, nb, out)
-                    },
-                    (Blocks::Q8(b), _) => dot_q8(&b[weights], a, p, nb, out, isa),
-                    (Blocks::Q41(b), _) => dot_q41(&b[weights], a, p, nb, out, isa),
+                let laid = if isa == Isa::Avx512Vnni {
+                    Laid::Quads(&quads[start / 4 * np..])
+                } else {
+                    Laid::Panels(panels.get(pass * pairs..(pass + 1) * pairs))
+                };
+                match &self.blocks {
+                    Blocks::Q8(b) => dot_q8(&b[weights], a, laid, nb, out, isa),
+                    Blocks::Q41(b) => dot_q41(&b[weights], a, laid, nb, out, isa),
                 }
                 for (i, part) in out.chunks_exact(width).enumerate() {
                     debug_assert!((start + i) * n + range.end <= m * n, "store outside y");
@@ -285,11 +276,10 @@ impl QMatrix {
 }
 
 /// The [`Panel`]s of the activations, pass after pass (8 rows a pass), `ceil(nb / 2)` a
-/// pass; empty
-/// where the kernels of 5 to 8 rows do not run (fewer than 5 rows, or the portable
-/// code).
+/// pass; empty where the 256-bit kernels of 5 to 8 rows do not run (fewer than 5 rows,
+/// AVX-512, or the portable code).
 fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
-    if isa == Isa::Scalar || m < 5 {
+    if matches!(isa, Isa::Scalar | Isa::Avx512Vnni) || m < 5 {
         return Vec::new();
     }
     let empty = Panel {
@@ -311,17 +301,24 @@ fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
     panels
 }
 
-/// The [`RowPair`]s of the activation rows (`nb` blocks each; an odd last block is left
-/// to the kernels, which read it from the row), row after row, `nb / 2` a row, for
-/// Q4_1 weights (`q41`) or Q8_0.
+/// The [`PairQuad`]s of the activation rows (`nb` blocks each; an odd last block is left
+/// to the kernels, which read it from the row): rows 4g to 4g + 3's `nb / 2` quads,
+/// group after group, for Q4_1 weights (`q41`) or Q8_0.
 #[cfg(target_arch = "x86_64")]
-fn row_pairs(acts: &[ActBlock], nb: usize, q41: bool) -> Vec<RowPair> {
-    acts.chunks_exact(nb)
-        .flat_map(|row| row.chunks_exact(2))
-        .map(|pair| {
-            let (x0, x1) = (&pair[0], &pair[1]);
-            let mut qs = [0i8; 2 * BLOCK];
-            let sc = if q41 {
+fn pair_quads(acts: &[ActBlock], nb: usize, q41: bool) -> Vec<PairQuad> {
+    let np = nb / 2;
+    let rows = acts.len() / nb;
+    let empty = PairQuad {
+        qs: [[0; 2 * BLOCK]; 4],
+        sc: [[0.0; 4]; 4],
+    };
+    let mut quads = vec![empty; rows.div_ceil(4) * np];
+    for (r, row) in acts.chunks_exact(nb).enumerate() {
+        let (group, slot) = (r / 4, r % 4);
+        for (q, pair) in row.chunks_exact(2).enumerate() {
+            let quad = &mut quads[group * np + q];
+            let (x0, x1, qs) = (&pair[0], &pair[1], &mut quad.qs[slot]);
+            quad.sc[slot] = if q41 {
                 let h = BLOCK / 2;
                 qs[..h].copy_from_slice(&x0.qs[..h]);
                 qs[h..2 * h].copy_from_slice(&x1.qs[..h]);
@@ -333,9 +330,9 @@ fn row_pairs(acts: &[ActBlock], nb: usize, q41: bool) -> Vec<RowPair> {
                 qs[BLOCK..].copy_from_slice(&x1.qs);
                 [x0.d, x1.d, 0.0, 0.0]
             };
-            RowPair { qs, sc }
-        })
-        .collect()
+        }
+    }
+    quads
 }
 
 fn quantize_block(x: &[f32]) -> ActBlock {
@@ -551,26 +548,28 @@ fn scalar_rows<W>(
     }
 }
 
+/// The activations of a pass as the kernels of its [`Isa`] read them.
+#[derive(Clone, Copy)]
+enum Laid<'a> {
+    /// The 256-bit kernels: the pass's part of [`panels`] (`None` where that is empty).
+    Panels(Option<&'a [Panel]>),
+    /// AVX-512: the [`PairQuad`]s from the pass's first row on.
+    Quads(&'a [PairQuad]),
+}
+
 /// `out[i * len + j] = (row j of w) . acts[i]` for the `len` weight rows of `w` and the
-/// activation rows `acts` (`nb` blocks each, at most 8; `out` holds len values for each);
-/// `panels` is this pass's part of [`panels`] (`None` where that is empty).
-fn dot_q8(
-    w: &[BlockQ8],
-    acts: &[ActBlock],
-    panels: Option<&[Panel]>,
-    nb: usize,
-    out: &mut [f32],
-    isa: Isa,
-) {
+/// activation rows `acts` (`nb` blocks each, at most 8; `out` holds len values for each),
+/// also given as `laid` for the kernels of `isa`.
+fn dot_q8(w: &[BlockQ8], acts: &[ActBlock], laid: Laid, nb: usize, out: &mut [f32], isa: Isa) {
     // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
-    match isa {
-        Isa::Avx2 => return unsafe { avx2::dot_q8(w, acts, panels, nb, out) },
-        Isa::AvxVnni => return unsafe { avxvnni::dot_q8(w, acts, panels, nb, out) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, panels, nb, out) },
-        Isa::Scalar => {}
+    match (isa, laid) {
+        (Isa::Avx2, Laid::Panels(p)) => return unsafe { avx2::dot_q8(w, acts, p, nb, out) },
+        (Isa::AvxVnni, Laid::Panels(p)) => return unsafe { avxvnni::dot_q8(w, acts, p, nb, out) },
+        (Isa::Avx512Vnni, Laid::Quads(q)) => return unsafe { avx512::dot_q8(w, q, acts, nb, out) },
+        _ => debug_assert_eq!(isa, Isa::Scalar, "activations laid out for another ISA"),
     }
-    let _ = (isa, panels);
+    let _ = (isa, laid);
     each_row(w, nb, out, |row, dst| {
         scalar_rows(row, acts, nb, dst, |w, x| {
             let s: i32 =
@@ -584,23 +583,18 @@ fn dot_q8(
 }
 
 /// The same for Q4_1 weights: `d * q . x + m * sum(x)`.
-fn dot_q41(
-    w: &[BlockQ41],
-    acts: &[ActBlock],
-    panels: Option<&[Panel]>,
-    nb: usize,
-    out: &mut [f32],
-    isa: Isa,
-) {
+fn dot_q41(w: &[BlockQ41], acts: &[ActBlock], laid: Laid, nb: usize, out: &mut [f32], isa: Isa) {
     // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
-    match isa {
-        Isa::Avx2 => return unsafe { avx2::dot_q41(w, acts, panels, nb, out) },
-        Isa::AvxVnni => return unsafe { avxvnni::dot_q41(w, acts, panels, nb, out) },
-        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, panels, nb, out) },
-        Isa::Scalar => {}
+    match (isa, laid) {
+        (Isa::Avx2, Laid::Panels(p)) => return unsafe { avx2::dot_q41(w, acts, p, nb, out) },
+        (Isa::AvxVnni, Laid::Panels(p)) => return unsafe { avxvnni::dot_q41(w, acts, p, nb, out) },
+        (Isa::Avx512Vnni, Laid::Quads(q)) => {
+            return unsafe { avx512::dot_q41(w, q, acts, nb, out) }
+        }
+        _ => debug_assert_eq!(isa, Isa::Scalar, "activations laid out for another ISA"),
     }
-    let _ = (isa, panels);
+    let _ = (isa, laid);
     each_row(w, nb, out, |row, dst| {
         scalar_rows(row, acts, nb, dst, |w, x| {
             let mut s = 0i32;
@@ -832,7 +826,7 @@ macro_rules! x86_kernels {
             /// minimum's broadcast spilled two accumulators): m * s_x, then the add, the
             /// 1-4 row kernels' two roundings.
             #[target_feature(enable = $features)]
-            pub(super) fn q41_mins(
+            fn q41_mins(
                 row: &[BlockQ41],
                 panels: &[Panel],
                 nb: usize,
@@ -935,46 +929,32 @@ x86_kernels!(
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     // The AVX2 module's horizontal sum and f16 pair (its features are a subset of these).
-    use super::avx2::{f16x2, hsum, q41_mins};
-    use super::{ActBlock, BlockQ41, BlockQ8, Panel, RowPair};
+    use super::avx2::{f16x2, hsum};
+    use super::{ActBlock, BlockQ41, BlockQ8, PairQuad};
     use std::arch::x86_64::*;
 
-    /// [`super::dot_q8`]'s loop over the weight rows of `$w` with `$panel::<R>`, R the
-    /// number of activation rows (5 to 8; fewer run on the row-pair kernels): the
-    /// accumulators of a const number of rows stay in registers.
-    macro_rules! by_panels {
-        ($panel:ident, $w:expr, $panels:expr, $nb:expr, $out:expr) => {{
-            let (w, nb, out) = ($w, $nb, $out);
-            let p = $panels.unwrap_or(&[]);
-            let rows = out.len() / (w.len() / nb).max(1);
-            debug_assert!(rows >= 5, "{rows} rows run on the row-pair kernels");
-            match rows {
-                5 => super::each_row(w, nb, out, |row, dst| $panel::<5>(row, p, nb, dst)),
-                6 => super::each_row(w, nb, out, |row, dst| $panel::<6>(row, p, nb, dst)),
-                7 => super::each_row(w, nb, out, |row, dst| $panel::<7>(row, p, nb, dst)),
-                _ => super::each_row(w, nb, out, |row, dst| $panel::<8>(row, p, nb, dst)),
+    /// The kernels' loop over the weight rows of `$w` with `$kernel::<R>`, R the number
+    /// of activation rows (1 to 8): the accumulators of a const number of rows stay in
+    /// registers.
+    macro_rules! by_rows {
+        ($kernel:ident, $w:expr, $quads:expr, $acts:expr, $nb:expr, $out:expr) => {{
+            let (w, quads, acts, nb, out) = ($w, $quads, $acts, $nb, $out);
+            macro_rules! rows {
+                ($r:literal) => {
+                    super::each_row(w, nb, out, |row, dst| {
+                        $kernel::<$r>(row, quads, acts, nb, dst)
+                    })
+                };
             }
-        }};
-    }
-
-    /// The row-pair kernels' loop over the weight rows of `$w` with `$kernel::<R>`, R
-    /// the number of activation rows (1 to 4).
-    macro_rules! by_pairs {
-        ($kernel:ident, $w:expr, $pairs:expr, $acts:expr, $nb:expr, $out:expr) => {{
-            let (w, pairs, acts, nb, out) = ($w, $pairs, $acts, $nb, $out);
             match out.len() / (w.len() / nb).max(1) {
-                1 => super::each_row(w, nb, out, |row, dst| {
-                    $kernel::<1>(row, pairs, acts, nb, dst)
-                }),
-                2 => super::each_row(w, nb, out, |row, dst| {
-                    $kernel::<2>(row, pairs, acts, nb, dst)
-                }),
-                3 => super::each_row(w, nb, out, |row, dst| {
-                    $kernel::<3>(row, pairs, acts, nb, dst)
-                }),
-                _ => super::each_row(w, nb, out, |row, dst| {
-                    $kernel::<4>(row, pairs, acts, nb, dst)
-                }),
+                1 => rows!(1),
+                2 => rows!(2),
+                3 => rows!(3),
+                4 => rows!(4),
+                5 => rows!(5),
+                6 => rows!(6),
+                7 => rows!(7),
+                _ => rows!(8),
             }
         }};
     }
@@ -985,10 +965,31 @@ mod avx512 {
         _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
     }
 
-    /// `a` in the low eight lanes, `b` in the high eight.
+    /// The permutation that gives a row of a quad (`slot`) its scales from the four rows'
+    /// products (`[d_even, _, d_odd, _]` or `[d_even, d_odd, _, _]` a row, `odd` the
+    /// lane of `d_odd`), in the lanes where its weights' register holds the even and the
+    /// odd block: Q8_0 (`odd` 1) the even block in lanes 0-7, Q4_1 (`odd` 2) in 0-3 and
+    /// 8-11.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    fn halves(a: f32, b: f32) -> __m512 {
-        _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
+    fn spread(slot: i32, odd: i32) -> __m512i {
+        let (e, o) = (4 * slot, 4 * slot + odd);
+        if odd == 1 {
+            _mm512_setr_epi32(e, e, e, e, e, e, e, e, o, o, o, o, o, o, o, o)
+        } else {
+            _mm512_setr_epi32(e, e, e, e, o, o, o, o, e, e, e, e, o, o, o, o)
+        }
+    }
+
+    /// A weight pair's four scales in the lanes of each row of a quad that R rows use:
+    /// one row needs only the low four (a broadcast would cost the pass of one row an
+    /// instruction a pair), the others are zero.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+    fn quad_lanes<const R: usize>(x: __m128) -> __m512 {
+        if R == 1 {
+            _mm512_zextps128_ps512(x)
+        } else {
+            _mm512_broadcast_f32x4(x)
+        }
     }
 
     /// The 32 quantised activations of a block.
@@ -1001,15 +1002,56 @@ mod avx512 {
         unsafe { _mm256_loadu_si256(x.qs.as_ptr().cast()) }
     }
 
-    /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . row i` for the `len`
-    /// weight rows of `w` and 5 to 8 activation rows given as their panels (fewer run
-    /// on [`dot_q8_pairs`]).
+    /// Row `i`'s 64 values of a pair of blocks in `quads` (rows 4g to 4g + 3, `np`
+    /// quads a group, `q` the pair).
     ///
     /// # Safety
-    /// The CPU has the features above; `panels` holds the rows' `ceil(nb / 2)` panels.
+    /// `quads` holds `(i / 4 + 1) * np` quads and `q < np`.
+    #[inline(always)]
+    unsafe fn row_values(quads: &[PairQuad], np: usize, q: usize, i: usize) -> __m512i {
+        // SAFETY: within `quads` (the caller); a quad is 64-byte aligned and so are
+        // its rows of 64 bytes.
+        unsafe {
+            let quad = quads.get_unchecked(i / 4 * np + q);
+            _mm512_load_si512(quad.qs[i % 4].as_ptr().cast())
+        }
+    }
+
+    /// The four rows' scales of a quad times a weight pair's `dw` (in each 4 lanes).
+    ///
+    /// # Safety
+    /// `quads` holds `(g + 1) * np` quads and `q < np`.
+    #[inline(always)]
+    unsafe fn scales(quads: &[PairQuad], np: usize, q: usize, g: usize, dw: __m512) -> __m512 {
+        // SAFETY: within `quads` (the caller); a quad's scales are 64-byte aligned.
+        let sc = unsafe { _mm512_load_ps(quads.get_unchecked(g * np + q).sc.as_ptr().cast()) };
+        _mm512_mul_ps(dw, sc)
+    }
+
+    // The kernels of 1 to 8 activation rows: the activations come as [`PairQuad`]s,
+    // laid out once a product; a pair of weight blocks' two f16 scales (and Q4_1's two
+    // minimums) become f32 in one conversion and meet four rows' scales in one vector
+    // product; Q4_1's minimum sums run in the lanes of that product. Each lane makes the
+    // 256-bit kernels' operations in their order (`d * d_x` rounded, then the fused
+    // multiply-add; `m * s` rounded, then added): the same bits on every instruction
+    // set, and for a row in any batch.
+
+    /// [`super::dot_q8`] for 1 to 8 activation rows given as their [`PairQuad`]s
+    /// (`quads`, `nb / 2` for each 4 rows) and their blocks (`acts`, for an odd last
+    /// block): `out[i * len + j] = (row j of w) . (row i)`, `len` the weight rows.
+    ///
+    /// # Safety
+    /// The CPU has the features above; `w` holds rows of `nb` blocks, `acts`
+    /// `out.len() / len` rows of `nb` blocks and `quads` their groups' quads.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q8(w: &[BlockQ8], panels: Option<&[Panel]>, nb: usize, out: &mut [f32]) {
-        by_panels!(q8_panel, w, panels, nb, out)
+    pub unsafe fn dot_q8(
+        w: &[BlockQ8],
+        quads: &[PairQuad],
+        acts: &[ActBlock],
+        nb: usize,
+        out: &mut [f32],
+    ) {
+        by_rows!(q8_quads, w, quads, acts, nb, out)
     }
 
     /// The same for Q4_1 weights.
@@ -1017,65 +1059,30 @@ mod avx512 {
     /// # Safety
     /// As [`dot_q8`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q41(w: &[BlockQ41], panels: Option<&[Panel]>, nb: usize, out: &mut [f32]) {
-        by_panels!(q41_panel, w, panels, nb, out)
-    }
-
-    // The row-pair kernels of 1 to 4 activation rows (a decode step of up to 4
-    // sequences, where each weight block meets few rows, so the instructions per block,
-    // not the bytes, set the pace): the activations come as [`RowPair`]s, laid out once
-    // a product; a pair of weight blocks' two f16 scales (and Q4_1's two minimums)
-    // become f32 in one conversion and meet each row's scales in one vector product;
-    // Q4_1's minimum sums run in two lanes of a vector. Each lane makes the operations
-    // of `q8_rows` / `q41_rows` in their order (`d * d_x` rounded, then the fused
-    // multiply-add; `m * s` rounded, then added): the same bits.
-
-    /// [`super::dot_q8`] for 1 to 4 activation rows given as their [`RowPair`]s
-    /// (`pairs`, `nb / 2` a row) and their blocks (`acts`, for an odd last block):
-    /// `out[i * len + j] = (row j of w) . (row i)`, `len` the weight rows.
-    ///
-    /// # Safety
-    /// The CPU has the features above; `w` holds rows of `nb` blocks, `acts`
-    /// `out.len() / len` rows of `nb` blocks and `pairs` as many of `nb / 2`.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q8_pairs(
-        w: &[BlockQ8],
-        pairs: &[RowPair],
-        acts: &[ActBlock],
-        nb: usize,
-        out: &mut [f32],
-    ) {
-        by_pairs!(q8_pairs, w, pairs, acts, nb, out)
-    }
-
-    /// The same for Q4_1 weights.
-    ///
-    /// # Safety
-    /// As [`dot_q8_pairs`].
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    pub unsafe fn dot_q41_pairs(
+    pub unsafe fn dot_q41(
         w: &[BlockQ41],
-        pairs: &[RowPair],
+        quads: &[PairQuad],
         acts: &[ActBlock],
         nb: usize,
         out: &mut [f32],
     ) {
-        by_pairs!(q41_pairs, w, pairs, acts, nb, out)
+        by_rows!(q41_quads, w, quads, acts, nb, out)
     }
 
     /// One Q8_0 weight row against R activation rows.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    fn q8_pairs<const R: usize>(
+    fn q8_quads<const R: usize>(
         row: &[BlockQ8],
-        pairs: &[RowPair],
+        quads: &[PairQuad],
         acts: &[ActBlock],
         nb: usize,
         dst: &mut [f32],
     ) {
-        let np = nb / 2;
-        assert!(row.len() >= nb && pairs.len() >= R * np && acts.len() >= R * nb && dst.len() >= R);
-        // Lanes 0-7 the even block's `d * d_x`, 8-15 the odd one's.
-        let spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        let (np, groups) = (nb / 2, R.div_ceil(4));
+        assert!(
+            row.len() >= nb && quads.len() >= groups * np && acts.len() >= R * nb && dst.len() >= R
+        );
+        let spreads = [spread(0, 1), spread(1, 1), spread(2, 1), spread(3, 1)];
         let mut acc = [_mm512_setzero_ps(); R];
         for (q, pair) in row[..2 * np].chunks_exact(2).enumerate() {
             // SAFETY: a block holds 32 bytes.
@@ -1087,27 +1094,25 @@ mod avx512 {
             };
             let negative = _mm512_movepi8_mask(wv);
             let aw = _mm512_abs_epi8(wv);
-            let d = _mm_cvtph_ps(_mm_insert_epi16(
+            // [d0, d1, 0, 0] in each 4 lanes.
+            let dw = quad_lanes::<R>(_mm_cvtph_ps(_mm_insert_epi16(
                 _mm_cvtsi32_si128(i32::from(pair[0].d)),
                 i32::from(pair[1].d),
                 1,
-            ));
+            )));
+            let mut v = [_mm512_setzero_ps(); 2];
+            for (g, v) in v.iter_mut().enumerate().take(groups) {
+                // SAFETY: g < groups and q < np (asserted above).
+                *v = unsafe { scales(quads, np, q, g, dw) };
+            }
             // Indexed, not zipped: the unrolled loop keeps the array in registers.
             #[allow(clippy::needless_range_loop)]
             for i in 0..R {
-                // SAFETY: i * np + q < R * np (asserted above); a RowPair is 64-byte
-                // aligned and holds 64 bytes, then 4 floats.
-                let (xv, sc) = unsafe {
-                    let x = pairs.get_unchecked(i * np + q);
-                    (
-                        _mm512_load_si512(x.qs.as_ptr().cast()),
-                        _mm_load_ps(x.sc.as_ptr()),
-                    )
-                };
+                // SAFETY: i / 4 < groups and q < np (asserted above).
+                let xv = unsafe { row_values(quads, np, q, i) };
                 let sx = _mm512_mask_sub_epi8(xv, negative, _mm512_setzero_si512(), xv);
                 let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
-                let scale =
-                    _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(d, sc)));
+                let scale = _mm512_permutexvar_ps(spreads[i % 4], v[i / 4]);
                 acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
             }
         }
@@ -1137,27 +1142,28 @@ mod avx512 {
     }
 
     /// One Q4_1 weight row against R activation rows. A pair's nibbles are masked in the
-    /// order [`RowPair`] gives (the even and the odd block's first 16 elements, then
-    /// their last 16), so lanes 4-7 of an accumulator hold what `q41_rows` keeps in
-    /// lanes 8-11 and the reverse; one permutation puts them back before the sum.
+    /// order [`PairQuad`] gives (the even and the odd block's first 16 elements, then
+    /// their last 16), so lanes 4-7 of an accumulator hold what the 256-bit kernels
+    /// keep in lanes 8-11 and the reverse; one permutation puts them back before the
+    /// sum.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    fn q41_pairs<const R: usize>(
+    fn q41_quads<const R: usize>(
         row: &[BlockQ41],
-        pairs: &[RowPair],
+        quads: &[PairQuad],
         acts: &[ActBlock],
         nb: usize,
         dst: &mut [f32],
     ) {
-        let np = nb / 2;
-        assert!(row.len() >= nb && pairs.len() >= R * np && acts.len() >= R * nb && dst.len() >= R);
-        // Lanes 0-3 and 8-11 the even block's `d * d_x` (lane 0 of the product), 4-7
-        // and 12-15 the odd one's (lane 2).
-        let spread = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
-        let back = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+        let (np, groups) = (nb / 2, R.div_ceil(4));
+        assert!(
+            row.len() >= nb && quads.len() >= groups * np && acts.len() >= R * nb && dst.len() >= R
+        );
+        let spreads = [spread(0, 2), spread(1, 2), spread(2, 2), spread(3, 2)];
         let low = _mm512_set1_epi8(0x0f);
         let mut acc = [_mm512_setzero_ps(); R];
-        // Lane 1 the even blocks' minimum sum, lane 3 the odd ones'.
-        let mut mins = [_mm_setzero_ps(); R];
+        // Row 4g + s's even blocks' minimum sum in lane 4s + 1 of `mins[g]`, its odd
+        // ones' in lane 4s + 3.
+        let mut mins = [_mm512_setzero_ps(); 2];
         for (q, pair) in row[..2 * np].chunks_exact(2).enumerate() {
             // SAFETY: a block holds 16 bytes of nibbles after its f16 scale and minimum
             // (4 bytes, read unaligned).
@@ -1179,30 +1185,38 @@ mod avx512 {
                 ),
                 low,
             );
-            // [d0, m0, d1, m1], to meet each row's [d_x0, s_x0, d_x1, s_x1].
-            let dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(dm0), dm1, 1));
-            // Indexed, not zipped: the unrolled loop keeps both arrays in registers.
+            // [d0, m0, d1, m1] in each 4 lanes, to meet each row's [d_x0, s_x0, d_x1, s_x1].
+            let dm = quad_lanes::<R>(_mm_cvtph_ps(_mm_insert_epi32(
+                _mm_cvtsi32_si128(dm0),
+                dm1,
+                1,
+            )));
+            let mut v = [_mm512_setzero_ps(); 2];
+            for g in 0..groups {
+                // SAFETY: g < groups and q < np (asserted above).
+                v[g] = unsafe { scales(quads, np, q, g, dm) };
+                mins[g] = _mm512_add_ps(mins[g], v[g]);
+            }
+            // Indexed, not zipped: the unrolled loop keeps the arrays in registers.
             #[allow(clippy::needless_range_loop)]
             for i in 0..R {
-                // SAFETY: as in `q8_pairs`.
-                let (xv, sc) = unsafe {
-                    let x = pairs.get_unchecked(i * np + q);
-                    (
-                        _mm512_load_si512(x.qs.as_ptr().cast()),
-                        _mm_load_ps(x.sc.as_ptr()),
-                    )
-                };
+                // SAFETY: i / 4 < groups and q < np (asserted above).
+                let xv = unsafe { row_values(quads, np, q, i) };
                 let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
-                let v = _mm_mul_ps(dm, sc);
-                mins[i] = _mm_add_ps(mins[i], v);
-                let scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v));
+                let scale = _mm512_permutexvar_ps(spreads[i % 4], v[i / 4]);
                 acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
             }
         }
+        let mut sums = [[0f32; 16]; 2];
+        for (sums, mins) in sums.iter_mut().zip(&mins).take(groups) {
+            // SAFETY: 16 floats.
+            unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), *mins) };
+        }
+        let back = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
         for i in 0..R {
             let mut acc = _mm512_permutexvar_ps(back, acc[i]);
-            let mut mins_even = f32::from_bits(_mm_extract_ps(mins[i], 1) as u32);
-            let mins_odd = f32::from_bits(_mm_extract_ps(mins[i], 3) as u32);
+            let slot = &sums[i / 4][4 * (i % 4)..4 * (i % 4) + 4];
+            let (mut mins_even, mins_odd) = (slot[1], slot[3]);
             if nb % 2 == 1 {
                 let (last, x) = (&row[nb - 1], &acts[i * nb + nb - 1]);
                 let wv = unpack_q41(last);
@@ -1218,140 +1232,6 @@ mod avx512 {
             dst[i] = hsum(_mm256_add_ps(even, odd)) + mins_even + mins_odd;
         }
     }
-
-    /// Row `i` of a panel: its pair of blocks' 64 quantised values and their scales
-    /// (each in 8 lanes), one register each.
-    ///
-    /// # Safety
-    /// The features above.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-    unsafe fn panel_pair(p: &Panel, i: usize) -> (__m512i, __m512) {
-        // SAFETY: a panel is 64-byte aligned, and so are its rows of 64 bytes and of 16
-        // floats.
-        unsafe {
-            (
-                _mm512_load_si512(p.qs[i].as_ptr().cast()),
-                _mm512_load_ps(p.d[i].as_ptr()),
-            )
-        }
-    }
-
-    /// The panels' kernels of 5 to 8 rows: the 256-bit panel kernels' two passes (even
-    /// blocks, odd blocks) in one, the even block of each pair in the low half of the
-    /// accumulators and the odd one in the high half, each lane the same operations in
-    /// the same order (`d * d_x`, then the fused multiply-add): the same bits. `$setup`
-    /// prepares a pair's weights `$w0`, `$w1`; `$block` gives the pair's 64 products of
-    /// a row with its values `xv`; `$last` the 32 of a last, unpaired block; `$extra`
-    /// is computed once, and `$finish` gives row `i`'s result from its lane sum `h`.
-    macro_rules! panel_kernel {
-        ($name:ident, $blocks:ty, |$w0:ident, $w1:ident| $setup:block,
-         |$ws:ident, $xv:ident| $block:expr, |$wl:ident, $xl:ident| $last:expr,
-         |$row:ident, $panels:ident, $nb:ident| $extra:expr,
-         |$h:ident, $m:ident, $i:ident| $finish:expr) => {
-            #[target_feature(
-                enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
-            )]
-            fn $name<const R: usize>(
-                $row: &[$blocks],
-                $panels: &[Panel],
-                $nb: usize,
-                dst: &mut [f32],
-            ) {
-                assert!($row.len() >= $nb && $panels.len() >= $nb.div_ceil(2) && dst.len() >= R);
-                let mut acc = [_mm512_setzero_ps(); R];
-                for b in (0..$nb - 1).step_by(2) {
-                    // SAFETY: b + 1 < nb and b / 2 < ceil(nb / 2), within both (asserted
-                    // above).
-                    let ($w0, $w1, p) = unsafe {
-                        (
-                            $row.get_unchecked(b),
-                            $row.get_unchecked(b + 1),
-                            $panels.get_unchecked(b / 2),
-                        )
-                    };
-                    let $ws = $setup;
-                    let (d0, d1) = f16x2($w0.d, $w1.d);
-                    let d = halves(d0, d1);
-                    for (i, acc) in acc.iter_mut().enumerate() {
-                        // SAFETY: i < 8 rows of a panel.
-                        let ($xv, dx) = unsafe { panel_pair(p, i) };
-                        let scale = _mm512_mul_ps(d, dx);
-                        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps($block), scale, *acc);
-                    }
-                }
-                if $nb % 2 == 1 {
-                    // SAFETY: nb - 1 < nb, and (nb - 1) / 2 = nb / 2 for odd nb.
-                    let ($wl, p) =
-                        unsafe { ($row.get_unchecked($nb - 1), $panels.get_unchecked($nb / 2)) };
-                    let d = _mm256_set1_ps(f16x2($wl.d, 0).0);
-                    for (i, acc) in acc.iter_mut().enumerate() {
-                        // SAFETY: as in `panel_pair`.
-                        let ($xl, dx) = unsafe {
-                            (
-                                _mm256_load_si256(p.qs(i, 0).cast()),
-                                _mm256_load_ps(p.d(i, 0)),
-                            )
-                        };
-                        let scale = _mm256_mul_ps(d, dx);
-                        let even = _mm512_castps512_ps256(*acc);
-                        let even = _mm256_fmadd_ps(_mm256_cvtepi32_ps($last), scale, even);
-                        *acc = _mm512_insertf32x8(*acc, even, 0);
-                    }
-                }
-                let $m = $extra;
-                for $i in 0..R {
-                    let (even, odd) = (
-                        _mm512_castps512_ps256(acc[$i]),
-                        _mm512_extractf32x8_ps(acc[$i], 1),
-                    );
-                    let $h = hsum(_mm256_add_ps(even, odd));
-                    dst[$i] = $finish;
-                }
-            }
-        };
-    }
-
-    panel_kernel!(
-        q8_panel,
-        BlockQ8,
-        |w0, w1| {
-            // SAFETY: a block holds 32 bytes.
-            let wv = unsafe {
-                join(
-                    _mm256_loadu_si256(w0.qs.as_ptr().cast()),
-                    _mm256_loadu_si256(w1.qs.as_ptr().cast()),
-                )
-            };
-            (_mm512_movepi8_mask(wv), _mm512_abs_epi8(wv))
-        },
-        |ws, xv| {
-            let sx = _mm512_mask_sub_epi8(xv, ws.0, _mm512_setzero_si512(), xv);
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws.1, sx)
-        },
-        |wl, xl| {
-            // SAFETY: a block holds 32 bytes.
-            let wv = unsafe { _mm256_loadu_si256(wl.qs.as_ptr().cast()) };
-            _mm256_dpbusd_epi32(
-                _mm256_setzero_si256(),
-                _mm256_sign_epi8(wv, wv),
-                _mm256_sign_epi8(xl, wv),
-            )
-        },
-        |row, panels, nb| (),
-        |h, _m, _i| h
-    );
-
-    panel_kernel!(
-        q41_panel,
-        BlockQ41,
-        |w0, w1| { join(unpack_q41(w0), unpack_q41(w1)) },
-        |ws, xv| _mm512_dpbusd_epi32(_mm512_setzero_si512(), ws, xv),
-        |wl, xl| _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q41(wl), xl),
-        |row, panels, nb| [q41_mins(row, panels, nb, 0), q41_mins(row, panels, nb, 1)],
-        // The 256-bit kernels' order: the lane sum, then the even blocks' minimum, then
-        // the odd blocks'.
-        |h, m, i| h + m[0][i] + m[1][i]
-    );
 
     /// The 32 nibbles of a Q4_1 block in element order (low nibbles are elements 0-15).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
@@ -1479,11 +1359,16 @@ mod tests {
         let (mut raw8_odd, _) = raw_q8(24, 288, 5);
         raw8_odd[2] = 0x80;
         let (raw41_odd, _) = raw_q41(24, 288, 6);
+        // One block a row: no pair at all.
+        let (raw8_one, _) = raw_q8(24, 32, 12);
+        let (raw41_one, _) = raw_q41(24, 32, 13);
         let matrices = [
             QMatrix::from_q8_0(24, 256, &raw8).unwrap(),
             QMatrix::from_q4_1(24, 256, &raw41).unwrap(),
             QMatrix::from_q8_0(24, 288, &raw8_odd).unwrap(),
             QMatrix::from_q4_1(24, 288, &raw41_odd).unwrap(),
+            QMatrix::from_q8_0(24, 32, &raw8_one).unwrap(),
+            QMatrix::from_q4_1(24, 32, &raw41_one).unwrap(),
         ];
         let x: Vec<f32> = (0..11 * 288)
             .map(|i| ((i * 53 % 97) as f32 - 48.0) / 7.0)
