@@ -230,11 +230,22 @@ impl QMatrix {
         let out_ptr = y.as_mut_ptr() as usize;
         let panels = panels(&acts, m, nb, isa);
         let pairs = nb.div_ceil(2);
-        // On AVX-512 every pass runs on the quad kernels: the activations laid out once
-        // here, `nb / 2` quads for each 4 rows.
-        let quads = match isa {
+        // The kernels of AVX-512, and AVX2's of 1 to 4 rows, read the activations as
+        // quads, laid out once here (`nb / 2` for each 4 rows): all rows' on AVX-512, on
+        // AVX2 those of a last pass of 1 to 4 rows (from row `first`).
+        let last_pass = m.saturating_sub(1) / ROWS_PER_PASS * ROWS_PER_PASS;
+        let first = match isa {
+            Isa::Avx512Vnni => Some(0),
+            Isa::Avx2 | Isa::AvxVnni if m - last_pass <= 4 => Some(last_pass),
+            _ => None,
+        };
+        let quads = match first {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => pair_quads(&acts, nb, matches!(self.blocks, Blocks::Q41(_))),
+            Some(first) => pair_quads(
+                &acts[first * nb..],
+                nb,
+                matches!(self.blocks, Blocks::Q41(_)),
+            ),
             _ => Vec::new(),
         };
         let np = nb / 2;
@@ -247,10 +258,11 @@ impl QMatrix {
                 let pass = start / ROWS_PER_PASS;
                 let out = &mut out[..rows_here * width];
                 let weights = range.start * nb..range.end * nb;
-                let laid = if isa == Isa::Avx512Vnni {
-                    Laid::Quads(&quads[start / 4 * np..])
-                } else {
-                    Laid::Panels(panels.get(pass * pairs..(pass + 1) * pairs))
+                let laid = match first {
+                    Some(first) if start >= first => {
+                        Laid::Quads(&quads[(start - first) / 4 * np..])
+                    }
+                    _ => Laid::Panels(panels.get(pass * pairs..(pass + 1) * pairs)),
                 };
                 match &self.blocks {
                     Blocks::Q8(b) => dot_q8(&b[weights], a, laid, nb, out, isa),
@@ -276,8 +288,8 @@ impl QMatrix {
 }
 
 /// The [`Panel`]s of the activations, pass after pass (8 rows a pass), `ceil(nb / 2)` a
-/// pass; empty where the 256-bit kernels of 5 to 8 rows do not run (fewer than 5 rows,
-/// AVX-512, or the portable code).
+/// pass of 5 to 8 rows (a last pass of fewer runs on quads); empty on AVX-512 and for
+/// the portable code.
 fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
     if matches!(isa, Isa::Scalar | Isa::Avx512Vnni) || m < 5 {
         return Vec::new();
@@ -288,8 +300,14 @@ fn panels(acts: &[ActBlock], m: usize, nb: usize, isa: Isa) -> Vec<Panel> {
         s: [[0.0; ROWS_PER_PASS]; 2],
     };
     let pairs = nb.div_ceil(2);
-    let mut panels = vec![empty; m.div_ceil(ROWS_PER_PASS) * pairs];
-    for (r, row) in acts.chunks_exact(nb).enumerate() {
+    // A last pass of 1 to 4 rows runs on quads.
+    let passes = m / ROWS_PER_PASS + usize::from(m % ROWS_PER_PASS >= 5);
+    let mut panels = vec![empty; passes * pairs];
+    for (r, row) in acts
+        .chunks_exact(nb)
+        .take(passes * ROWS_PER_PASS)
+        .enumerate()
+    {
         let (pass, i) = (r / ROWS_PER_PASS, r % ROWS_PER_PASS);
         for (b, x) in row.iter().enumerate() {
             let (panel, half) = (&mut panels[pass * pairs + b / 2], b % 2);
@@ -551,10 +569,29 @@ fn scalar_rows<W>(
 /// The activations of a pass as the kernels of its [`Isa`] read them.
 #[derive(Clone, Copy)]
 enum Laid<'a> {
-    /// The 256-bit kernels: the pass's part of [`panels`] (`None` where that is empty).
+    /// A pass of 5 to 8 rows on AVX2: its part of [`panels`].
     Panels(Option<&'a [Panel]>),
-    /// AVX-512: the [`PairQuad`]s from the pass's first row on.
+    /// AVX-512, and a pass of 1 to 4 rows on AVX2: the [`PairQuad`]s from the pass's
+    /// first row on.
     Quads(&'a [PairQuad]),
+}
+
+impl<'a> Laid<'a> {
+    /// The quads; none for panels (a kernel of quads then fails its length check).
+    fn quads(self) -> &'a [PairQuad] {
+        match self {
+            Laid::Quads(q) => q,
+            Laid::Panels(_) => &[],
+        }
+    }
+
+    /// The panels; none for quads, or where there are none.
+    fn panels(self) -> &'a [Panel] {
+        match self {
+            Laid::Panels(p) => p.unwrap_or(&[]),
+            Laid::Quads(_) => &[],
+        }
+    }
 }
 
 /// `out[i * len + j] = (row j of w) . acts[i]` for the `len` weight rows of `w` and the
@@ -563,11 +600,11 @@ enum Laid<'a> {
 fn dot_q8(w: &[BlockQ8], acts: &[ActBlock], laid: Laid, nb: usize, out: &mut [f32], isa: Isa) {
     // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
-    match (isa, laid) {
-        (Isa::Avx2, Laid::Panels(p)) => return unsafe { avx2::dot_q8(w, acts, p, nb, out) },
-        (Isa::AvxVnni, Laid::Panels(p)) => return unsafe { avxvnni::dot_q8(w, acts, p, nb, out) },
-        (Isa::Avx512Vnni, Laid::Quads(q)) => return unsafe { avx512::dot_q8(w, q, acts, nb, out) },
-        _ => debug_assert_eq!(isa, Isa::Scalar, "activations laid out for another ISA"),
+    match isa {
+        Isa::Avx2 => return unsafe { avx2::dot_q8(w, acts, laid, nb, out) },
+        Isa::AvxVnni => return unsafe { avxvnni::dot_q8(w, acts, laid, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q8(w, laid.quads(), acts, nb, out) },
+        Isa::Scalar => {}
     }
     let _ = (isa, laid);
     each_row(w, nb, out, |row, dst| {
@@ -586,13 +623,11 @@ fn dot_q8(w: &[BlockQ8], acts: &[ActBlock], laid: Laid, nb: usize, out: &mut [f3
 fn dot_q41(w: &[BlockQ41], acts: &[ActBlock], laid: Laid, nb: usize, out: &mut [f32], isa: Isa) {
     // SAFETY (each): the ISA's features were detected at run time.
     #[cfg(target_arch = "x86_64")]
-    match (isa, laid) {
-        (Isa::Avx2, Laid::Panels(p)) => return unsafe { avx2::dot_q41(w, acts, p, nb, out) },
-        (Isa::AvxVnni, Laid::Panels(p)) => return unsafe { avxvnni::dot_q41(w, acts, p, nb, out) },
-        (Isa::Avx512Vnni, Laid::Quads(q)) => {
-            return unsafe { avx512::dot_q41(w, q, acts, nb, out) }
-        }
-        _ => debug_assert_eq!(isa, Isa::Scalar, "activations laid out for another ISA"),
+    match isa {
+        Isa::Avx2 => return unsafe { avx2::dot_q41(w, acts, laid, nb, out) },
+        Isa::AvxVnni => return unsafe { avxvnni::dot_q41(w, acts, laid, nb, out) },
+        Isa::Avx512Vnni => return unsafe { avx512::dot_q41(w, laid.quads(), acts, nb, out) },
+        Isa::Scalar => {}
     }
     let _ = (isa, laid);
     each_row(w, nb, out, |row, dst| {
@@ -658,7 +693,7 @@ macro_rules! q41_block {
 macro_rules! x86_kernels {
     ($name:ident, $features:literal, $udot:item) => {
         mod $name {
-            use super::{ActBlock, BlockQ41, BlockQ8, Panel};
+            use super::{ActBlock, BlockQ41, BlockQ8, Laid, PairQuad, Panel};
             use std::arch::x86_64::*;
 
             $udot
@@ -684,29 +719,29 @@ macro_rules! x86_kernels {
             // The kernels are generic over the number of activation rows R (1 to 8) so that the
             // accumulators are registers: indexed at run time they were spilled to the stack,
             // and every block waited on a store and a load. Up to 4 rows keep two accumulators
-            // a row (even and odd blocks, two independent chains of fused multiply-adds); 5 to
-            // 8 rows would need all 16 registers for that, so they sum the even blocks in one
-            // pass and the odd ones in a second (the same operations in the same order: the
-            // same bits), with one accumulator a row, each weight block unpacked once for 8
-            // rows instead of twice for 4, and the activations read from [`super::Panel`]s.
+            // a row (even and odd blocks, two independent chains of fused multiply-adds) and
+            // read [`super::PairQuad`]s; 5 to 8 rows would need all 16 registers for that, so
+            // they sum the even blocks in one pass and the odd ones in a second (the same
+            // operations in the same order: the same bits), with one accumulator a row, each
+            // weight block unpacked once for 8 rows instead of twice for 4, and the activations
+            // read from [`super::Panel`]s.
 
-            /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . acts[i]`, with
-            /// `panels` (the pass's [`super::panels`]) for 5 to 8 activation rows.
+            /// [`super::dot_q8`]: `out[i * len + j] = (row j of w) . acts[i]`, with the
+            /// pass's activations `laid` as quads (1 to 4 rows) or panels (5 to 8).
             #[target_feature(enable = $features)]
             pub unsafe fn dot_q8(
                 w: &[BlockQ8],
                 acts: &[ActBlock],
-                panels: Option<&[Panel]>,
+                laid: Laid,
                 nb: usize,
                 out: &mut [f32],
             ) {
-                let p = panels.unwrap_or(&[]);
-                // SAFETY (each): the caller's features, and the rows of nb blocks.
+                let (q, p) = (laid.quads(), laid.panels());
                 match out.len() / (w.len() / nb).max(1) {
-                    1 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<1>(row, acts, nb, dst) }),
-                    2 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<2>(row, acts, nb, dst) }),
-                    3 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<3>(row, acts, nb, dst) }),
-                    4 => super::each_row(w, nb, out, |row, dst| unsafe { q8_rows::<4>(row, acts, nb, dst) }),
+                    1 => super::each_row(w, nb, out, |row, dst| q8_quads::<1>(row, q, acts, nb, dst)),
+                    2 => super::each_row(w, nb, out, |row, dst| q8_quads::<2>(row, q, acts, nb, dst)),
+                    3 => super::each_row(w, nb, out, |row, dst| q8_quads::<3>(row, q, acts, nb, dst)),
+                    4 => super::each_row(w, nb, out, |row, dst| q8_quads::<4>(row, q, acts, nb, dst)),
                     5 => super::each_row(w, nb, out, |row, dst| q8_panel::<5>(row, p, nb, dst)),
                     6 => super::each_row(w, nb, out, |row, dst| q8_panel::<6>(row, p, nb, dst)),
                     7 => super::each_row(w, nb, out, |row, dst| q8_panel::<7>(row, p, nb, dst)),
@@ -719,17 +754,16 @@ macro_rules! x86_kernels {
             pub unsafe fn dot_q41(
                 w: &[BlockQ41],
                 acts: &[ActBlock],
-                panels: Option<&[Panel]>,
+                laid: Laid,
                 nb: usize,
                 out: &mut [f32],
             ) {
-                let p = panels.unwrap_or(&[]);
-                // SAFETY: as above.
+                let (q, p) = (laid.quads(), laid.panels());
                 match out.len() / (w.len() / nb).max(1) {
-                    1 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<1>(row, acts, nb, dst) }),
-                    2 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<2>(row, acts, nb, dst) }),
-                    3 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<3>(row, acts, nb, dst) }),
-                    4 => super::each_row(w, nb, out, |row, dst| unsafe { q41_rows::<4>(row, acts, nb, dst) }),
+                    1 => super::each_row(w, nb, out, |row, dst| q41_quads::<1>(row, q, acts, nb, dst)),
+                    2 => super::each_row(w, nb, out, |row, dst| q41_quads::<2>(row, q, acts, nb, dst)),
+                    3 => super::each_row(w, nb, out, |row, dst| q41_quads::<3>(row, q, acts, nb, dst)),
+                    4 => super::each_row(w, nb, out, |row, dst| q41_quads::<4>(row, q, acts, nb, dst)),
                     5 => super::each_row(w, nb, out, |row, dst| q41_panel::<5>(row, p, nb, dst)),
                     6 => super::each_row(w, nb, out, |row, dst| q41_panel::<6>(row, p, nb, dst)),
                     7 => super::each_row(w, nb, out, |row, dst| q41_panel::<7>(row, p, nb, dst)),
@@ -847,51 +881,177 @@ macro_rules! x86_kernels {
                 out
             }
 
+            /// The permutation that puts lane `4 slot + first` of two rows' scale
+            /// products (row `slot`'s four lanes: `[d_even, d_odd, 0, 0]` for Q8_0,
+            /// `[d_even, s_even, d_odd, s_odd]` for Q4_1) in lanes 0-3, and lane
+            /// `4 slot + second` in lanes 4-7.
             #[target_feature(enable = $features)]
-            unsafe fn q8_rows<const R: usize>(
+            fn lanes(slot: i32, first: i32, second: i32) -> __m256i {
+                let (a, b) = (4 * slot + first, 4 * slot + second);
+                _mm256_setr_epi32(a, a, a, a, b, b, b, b)
+            }
+
+            /// A weight pair's four scales in both halves, to meet two rows' scales.
+            #[target_feature(enable = $features)]
+            fn both_halves(x: __m128) -> __m256 {
+                _mm256_set_m128(x, x)
+            }
+
+            /// Rows 2h and 2h + 1's scales in a quad, times a weight pair's `dw`.
+            ///
+            /// # Safety
+            /// The caller's features; a quad's scales are 32-byte aligned.
+            #[inline(always)]
+            unsafe fn scales(quad: &PairQuad, h: usize, dw: __m256) -> __m256 {
+                // SAFETY: 8 floats from row 2h on (h < 2), 32-byte aligned.
+                _mm256_mul_ps(dw, unsafe { _mm256_load_ps(quad.sc[2 * h].as_ptr()) })
+            }
+
+            /// Row `i`'s 32 values of a pair's half `half` in a quad.
+            ///
+            /// # Safety
+            /// The caller's features; i < 4.
+            #[inline(always)]
+            unsafe fn values(quad: &PairQuad, i: usize, half: usize) -> __m256i {
+                // SAFETY: a quad's rows are 64-byte aligned, each half 32 bytes.
+                unsafe { _mm256_load_si256(quad.qs.get_unchecked(i)[32 * half..].as_ptr().cast()) }
+            }
+
+            // The kernels of 1 to 4 rows read the activations as [`PairQuad`]s (laid out
+            // once a product): a pair of weight blocks' f16 scales (and Q4_1's minimums)
+            // become f32 in one conversion and meet two rows' scales in one product, whose
+            // lanes also sum Q4_1's minimums, and a permutation gives each row its scales,
+            // in place of a scalar product and a broadcast a row and block. Each lane makes
+            // the operations of the kernels they replaced in their order (the same bits).
+
+            /// Q8_0 products of R (1 to 4) rows: the even blocks' accumulators and the
+            /// odd ones'.
+            #[target_feature(enable = $features)]
+            fn q8_quads<const R: usize>(
                 row: &[BlockQ8],
+                quads: &[PairQuad],
                 acts: &[ActBlock],
                 nb: usize,
                 dst: &mut [f32],
             ) {
+                let np = nb / 2;
+                assert!(R <= 4 && row.len() >= nb && quads.len() >= np && acts.len() >= R * nb && dst.len() >= R);
                 let mut even = [_mm256_setzero_ps(); R];
                 let mut odd = [_mm256_setzero_ps(); R];
-                let mut pairs = row[..nb].chunks_exact(2);
-                let mut b = 0;
-                for pair in pairs.by_ref() {
-                    q8_block!(&pair[0], b, acts, nb, even);
-                    q8_block!(&pair[1], b + 1, acts, nb, odd);
-                    b += 2;
+                for (q, pair) in row[..2 * np].chunks_exact(2).enumerate() {
+                    // SAFETY: q < np (asserted above); a block holds 32 bytes.
+                    let (quad, w0, w1) = unsafe {
+                        (
+                            quads.get_unchecked(q),
+                            _mm256_loadu_si256(pair[0].qs.as_ptr().cast()),
+                            _mm256_loadu_si256(pair[1].qs.as_ptr().cast()),
+                        )
+                    };
+                    let (a0, a1) = (_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(w1, w1));
+                    // [d0, d1, 0, 0] in each half.
+                    let dw = both_halves(_mm_cvtph_ps(_mm_insert_epi16(
+                        _mm_cvtsi32_si128(i32::from(pair[0].d)),
+                        i32::from(pair[1].d),
+                        1,
+                    )));
+                    let mut v = [_mm256_setzero_ps(); 2];
+                    for (h, v) in v.iter_mut().enumerate().take(R.div_ceil(2)) {
+                        // SAFETY: the caller's features.
+                        *v = unsafe { scales(quad, h, dw) };
+                    }
+                    // Indexed, not zipped: the unrolled loop keeps the arrays in registers.
+                    #[allow(clippy::needless_range_loop)]
+                    for i in 0..R {
+                        let slot = (i % 2) as i32;
+                        // SAFETY: i < R <= 4.
+                        let (xe, xo) = unsafe { (values(quad, i, 0), values(quad, i, 1)) };
+                        let pe = udot(a0, _mm256_sign_epi8(xe, w0));
+                        let po = udot(a1, _mm256_sign_epi8(xo, w1));
+                        let se = _mm256_permutevar8x32_ps(v[i / 2], lanes(slot, 0, 0));
+                        let so = _mm256_permutevar8x32_ps(v[i / 2], lanes(slot, 1, 1));
+                        even[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pe), se, even[i]);
+                        odd[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(po), so, odd[i]);
+                    }
                 }
-                if let [last] = pairs.remainder() {
-                    q8_block!(last, b, acts, nb, even);
+                if nb % 2 == 1 {
+                    q8_block!(&row[nb - 1], nb - 1, acts, nb, even);
                 }
                 for i in 0..R {
                     dst[i] = hsum(_mm256_add_ps(even[i], odd[i]));
                 }
             }
 
-
+            /// Q4_1 products of R (1 to 4) rows. A pair's nibbles are masked in the order
+            /// [`PairQuad`] gives: `lo` holds the even and the odd block's first 16
+            /// elements, `hi` their last 16, so the even accumulator of the kernels this
+            /// replaced is `lo`'s low half and `hi`'s low half, the odd one their high
+            /// halves, put back together once a row.
             #[target_feature(enable = $features)]
-            unsafe fn q41_rows<const R: usize>(
+            fn q41_quads<const R: usize>(
                 row: &[BlockQ41],
+                quads: &[PairQuad],
                 acts: &[ActBlock],
                 nb: usize,
                 dst: &mut [f32],
             ) {
+                let np = nb / 2;
+                assert!(R <= 4 && row.len() >= nb && quads.len() >= np && acts.len() >= R * nb && dst.len() >= R);
+                let low = _mm256_set1_epi8(0x0f);
+                let mut lo = [_mm256_setzero_ps(); R];
+                let mut hi = [_mm256_setzero_ps(); R];
+                // Row 2h + s's even blocks' minimum sum in lane 4s + 1 of `mins[h]`, its
+                // odd ones' in lane 4s + 3.
+                let mut mins = [_mm256_setzero_ps(); 2];
+                for (q, pair) in row[..2 * np].chunks_exact(2).enumerate() {
+                    // SAFETY: q < np (asserted above); a block holds 16 bytes of nibbles
+                    // after its f16 scale and minimum (4 bytes, read unaligned).
+                    let (quad, packed, dm0, dm1) = unsafe {
+                        (
+                            quads.get_unchecked(q),
+                            _mm256_set_m128i(
+                                _mm_loadu_si128(pair[1].qs.as_ptr().cast()),
+                                _mm_loadu_si128(pair[0].qs.as_ptr().cast()),
+                            ),
+                            std::ptr::read_unaligned(std::ptr::from_ref(&pair[0]).cast::<i32>()),
+                            std::ptr::read_unaligned(std::ptr::from_ref(&pair[1]).cast::<i32>()),
+                        )
+                    };
+                    let (wl, wh) = (_mm256_and_si256(packed, low), _mm256_and_si256(_mm256_srli_epi16(packed, 4), low));
+                    // [d0, m0, d1, m1] in each half, to meet each row's [d_x0, s_x0, d_x1, s_x1].
+                    let dm = both_halves(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(dm0), dm1, 1)));
+                    let mut v = [_mm256_setzero_ps(); 2];
+                    for h in 0..R.div_ceil(2) {
+                        // SAFETY: the caller's features.
+                        v[h] = unsafe { scales(quad, h, dm) };
+                        mins[h] = _mm256_add_ps(mins[h], v[h]);
+                    }
+                    // Indexed, not zipped: the unrolled loop keeps the arrays in registers.
+                    #[allow(clippy::needless_range_loop)]
+                    for i in 0..R {
+                        // SAFETY: i < R <= 4.
+                        let (xl, xh) = unsafe { (values(quad, i, 0), values(quad, i, 1)) };
+                        let scale = _mm256_permutevar8x32_ps(v[i / 2], lanes((i % 2) as i32, 0, 2));
+                        lo[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(udot(wl, xl)), scale, lo[i]);
+                        hi[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(udot(wh, xh)), scale, hi[i]);
+                    }
+                }
+                let mut sums = [[0f32; 8]; 2];
+                for (sums, mins) in sums.iter_mut().zip(&mins).take(R.div_ceil(2)) {
+                    // SAFETY: 8 floats.
+                    unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), *mins) };
+                }
                 let mut even = [_mm256_setzero_ps(); R];
                 let mut odd = [_mm256_setzero_ps(); R];
                 let mut mins_even = [0f32; R];
                 let mut mins_odd = [0f32; R];
-                let mut pairs = row[..nb].chunks_exact(2);
-                let mut b = 0;
-                for pair in pairs.by_ref() {
-                    q41_block!(&pair[0], b, acts, nb, even, mins_even);
-                    q41_block!(&pair[1], b + 1, acts, nb, odd, mins_odd);
-                    b += 2;
+                for i in 0..R {
+                    even[i] = _mm256_permute2f128_ps(lo[i], hi[i], 0x20);
+                    odd[i] = _mm256_permute2f128_ps(lo[i], hi[i], 0x31);
+                    let slot = &sums[i / 2][4 * (i % 2)..4 * (i % 2) + 4];
+                    (mins_even[i], mins_odd[i]) = (slot[1], slot[3]);
                 }
-                if let [last] = pairs.remainder() {
-                    q41_block!(last, b, acts, nb, even, mins_even);
+                if nb % 2 == 1 {
+                    q41_block!(&row[nb - 1], nb - 1, acts, nb, even, mins_even);
                 }
                 for i in 0..R {
                     dst[i] = hsum(_mm256_add_ps(even[i], odd[i])) + mins_even[i] + mins_odd[i];
