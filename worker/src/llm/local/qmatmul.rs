@@ -19,10 +19,10 @@ pub const BLOCK: usize = 32;
 const ROWS_PER_PASS: usize = 8;
 
 /// A pair of blocks (`2q` and `2q + 1`) of up to 8 activation rows as the 256-bit
-/// kernels of 5 to 8 rows read it (AVX-512 reads [`PairQuad`]s): each row's 64
-/// quantised values (the even block's 32, then the odd one's), its scales each in 8
-/// lanes (so that `d * d_x` is one vector multiply from memory, not a scalar one and a
-/// broadcast), and the rows' sums (for Q4_1's minimum) in one register a block; a
+/// kernels of 5 to 8 rows read it (fewer rows, and AVX-512, read [`PairQuad`]s): each
+/// row's 64 quantised values (the even block's 32, then the odd one's), its scales each
+/// in 8 lanes (so that `d * d_x` is one vector multiply from memory, not a scalar one
+/// and a broadcast), and the rows' sums (for Q4_1's minimum) in one register a block; a
 /// kernel reads either half of a row's pair. Rows past the pass's last, and the odd half
 /// of a last unpaired block, are zero.
 #[derive(Clone, Copy)]
@@ -48,7 +48,9 @@ impl Panel {
 }
 
 /// A pair of blocks (`2q` and `2q + 1`) of four activation rows (4g to 4g + 3) as the
-/// AVX-512 kernels read it, made once a product instead of once for each weight row:
+/// AVX-512 kernels and the 256-bit kernels of 1 to 4 rows read it (a 256-bit kernel
+/// takes a row's 64 values in two halves and two rows' scales at a time), made once a
+/// product instead of once for each weight row:
 /// each row's 64 values in the order its weights' register holds them (Q8_0: the even
 /// block's 32, then the odd one's; Q4_1: the even and the odd block's first 16, then
 /// their last 16, which is how one shift and one mask lay out a pair of nibble blocks),
