@@ -3,8 +3,9 @@ flight, credence's aggregate tokens/s (batched attention, and the per-sequence a
 where measured), transformers' on the same weights, their ratio and credence's scaling
 over its single stream; the memory steps (GPU memory held against the weights' bytes,
 the induced out-of-memory); the encoder's sentences/s beside sentence-transformers and
-its CUDA vectors' cosine to the CPU's; then the paper sweep's projected generation time
-on this GPU.
+its CUDA vectors' cosine to the CPU's; whether decode steps captured as CUDA graphs
+give the eager steps' token ids; then the paper sweep's projected generation time on
+this GPU.
 
 The projection: per local model, 8,800 decompositions plus 17,600 self-repair calls (the
 self_repair and all modes; an upper bound, since the early-exit guard skips examples
@@ -54,6 +55,8 @@ def main():
         model = r["model"].removesuffix(".gguf")
         if r.get("step", "").startswith("credence-kv-bf16"):
             model += " (bf16 keys and values)"
+        if r.get("step", "").startswith("credence-graphs"):
+            model += " (CUDA graphs)"
         by.setdefault(model, {}).setdefault(r["in_flight"], {})[impl] = r
     out = ["| model | in flight | credence tok/s | per-sequence tok/s | transformers tok/s "
            "| credence / transformers | credence / its single stream |",
@@ -88,6 +91,10 @@ def main():
                        f"({r['held_mib'] / max(r['weights_mib'], 1):.2f}x)")
         elif "process_exit" in r:
             out.append(f"- {r['step']}: the process exited with status {r['process_exit']}")
+        elif "graph_ids_equal_eager" in r:
+            same = "equal" if r["graph_ids_equal_eager"] else "DIFFERENT"
+            out.append(f"- {r['step']}: {r['generations']} generations' token ids with CUDA "
+                       f"graphs and without: {same}")
     for r in rows:
         if "error" in r:
             out.append(f"- {r.get('step', '')}: prompt {r['prompt']} failed alone: {r['error']}")

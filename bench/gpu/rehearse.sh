@@ -17,6 +17,9 @@
 #   with an error, while the others finish and the process lives.
 # - gemma3-12b-q4k: a Q4_K GGUF at Gemma-3-12b's shape (make_models.py writes it with
 #   numpy); credence only (transformers has no Q4_K kernels).
+# Each model's decode also runs with its steps captured as CUDA graphs
+# (CREDENCE_CUDA_GRAPHS=on), and a short run's token ids with them must equal the same
+# steps' run eagerly.
 #
 # CREDENCE_BINARY is a CUDA build (scripts/build_cuda; a .xz is unpacked). Every step has
 # a time limit, and results are written to OUT_DIR as they come (results.jsonl, one JSON
@@ -216,6 +219,30 @@ time.sleep(600)' "$peak" >>"$LOG" 2>&1 &
   kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 }
 
+# Decode steps captured as CUDA graphs (CREDENCE_CUDA_GRAPHS=on, step_graph.rs) at the
+# sizes it captures (a GGUF model's steps of at most eight rows), and the token ids of a
+# short run with them against the same fixed-shape steps run eagerly (=eager), which must
+# be equal. On the CPU (--tiny) both run eagerly. Arguments: the model's name, then
+# bench-llm's model arguments.
+graphs() {
+  local m="$1" sizes="$CREDENCE_SIZES"
+  shift
+  [[ "$m" == *-q4k ]] && sizes="${GRAPH_GGUF_SIZES:-1:2,8:16}"
+  [ -n "$TINY" ] && sizes=1:1,4:4
+  step "credence-graphs $m" 240 env CREDENCE_CUDA_GRAPHS=on "$BIN" bench-llm "$@" \
+    "$work/prompts.jsonl" --device "$DEVICE" --max-tokens "$TOKENS" --prompts 128 --in-flight "$sizes"
+  local mode
+  for mode in on eager; do
+    step "ids-graphs-$mode $m" 120 env CREDENCE_CUDA_GRAPHS=$mode "$BIN" bench-llm "$@" \
+      "$work/prompts.jsonl" --device "$DEVICE" --max-tokens 32 --prompts 8 --in-flight 1,8 \
+      --outputs "$work/ids-$mode.jsonl" || return
+  done
+  local same=false
+  cmp -s "$work/ids-on.jsonl" "$work/ids-eager.jsonl" && same=true
+  record "{\"impl\": \"credence\", \"model\": \"$m\", \"graph_ids_equal_eager\": $same, \"generations\": $(wc -l <"$work/ids-on.jsonl")}" "ids-graphs $m"
+  [ "$same" = true ] || { log "ids-graphs $m: captured steps' ids differ from eager ones"; failed+=("ids-graphs $m"); }
+}
+
 llm() {
   local m="$1" memory="$2"
   step "make $m" 240 python3 "$here/make_models.py" "$work/models" --models "$m" $TINY || return
@@ -232,11 +259,13 @@ llm() {
     step "credence-kv-bf16 $m" 240 env CREDENCE_LLM_KV_DTYPE=bf16 "$BIN" bench-llm \
       --model "$file" "$work/prompts.jsonl" --device "$DEVICE" --max-tokens "$TOKENS" \
       --prompts 128 --in-flight "$CREDENCE_SIZES"
+    graphs "$m" --model "$file"
   else
     local dir="$work/models/$m"
     [ "$memory" = yes ] && memory_and_oom "$m" "$dir"
     step "credence $m" 240 "$BIN" bench-llm --model "$dir" "$work/prompts.jsonl" \
       --device "$DEVICE" --dtype bf16 --max-tokens "$TOKENS" --prompts 128 --in-flight "$CREDENCE_SIZES"
+    graphs "$m" --model "$dir" --dtype bf16
     step "transformers $m" 240 python3 "$here/hf_generate.py" --model "$dir" \
       --prompt-file "$work/prompts.jsonl" --in-flight "$HF_SIZES" --max-tokens "$TOKENS"
   fi

@@ -210,9 +210,8 @@ fn a_prompt_continuing_an_earlier_prompts_prefix_generates_what_it_does_alone() 
 
 /// Decodes several sequences of different lengths, token by token, on the tensor path
 /// twice: each over its own cache, and all together over one [`BatchKv`] (the engine's
-/// decode on a GPU), with one sequence leaving and another joining midway. Returns the
-/// largest logit difference between the two and the largest logit.
-fn batched_against_per_sequence(model: &LocalModel) -> (f32, f32) {
+/// decode on a GPU), with one sequence leaving and another joining midway.
+fn batched_against_per_sequence(model: &LocalModel) -> Batched {
     use credence_worker::llm::local::model::SeqCache;
     let m = &model.model;
     let layers = m.config.layers;
@@ -239,6 +238,7 @@ fn batched_against_per_sequence(model: &LocalModel) -> (f32, f32) {
         batch.push(c).unwrap();
     }
     let (mut worst, mut largest) = (0f32, 0f32);
+    let mut logits = Vec::new();
     for step in 0..14 {
         if step == 4 {
             // The second sequence leaves (the last takes its row); a fourth joins.
@@ -259,6 +259,7 @@ fn batched_against_per_sequence(model: &LocalModel) -> (f32, f32) {
         );
         worst = worst.max(max_diff(&b, &s));
         largest = largest.max(max_abs(&s));
+        logits.extend_from_slice(&b);
         assert_eq!(
             batch.lens(),
             own.iter().map(|(c, _)| c.len()).collect::<Vec<_>>()
@@ -272,7 +273,24 @@ fn batched_against_per_sequence(model: &LocalModel) -> (f32, f32) {
             *t = n;
         }
     }
-    (worst, largest)
+    Batched {
+        worst,
+        largest,
+        logits,
+        kept: batch.kept_steps(),
+    }
+}
+
+/// What [`batched_against_per_sequence`] saw.
+struct Batched {
+    /// The largest logit difference between the batched and the per-sequence steps.
+    worst: f32,
+    /// The largest logit.
+    largest: f32,
+    /// Every batched step's logits.
+    logits: Vec<f32>,
+    /// The batch's kept step shapes, and how many were captured as CUDA graphs.
+    kept: (usize, usize),
 }
 
 #[test]
@@ -300,12 +318,68 @@ fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
             ),
         ] {
             let model = load_on_device(&s);
-            let (d, largest) = batched_against_per_sequence(&model);
+            let Batched {
+                worst: d, largest, ..
+            } = batched_against_per_sequence(&model);
             let bound = tolerance * largest.max(1.0);
             println!("{arch:?} {what} on {device}: max |difference| {d:.2e} (bound {bound:.2e})");
             assert!(
                 d <= bound,
                 "{arch:?} {what}: batched decode differs by {d} > {bound}"
+            );
+        }
+    }
+}
+
+/// The batched decode in kept shapes (`CREDENCE_CUDA_GRAPHS`): attention over spans
+/// rounded up to whole steps of positions, inputs written into kept buffers, and on a GPU
+/// steps replayed as CUDA graphs. Through sequences leaving and joining it gives the
+/// per-sequence logits, and a captured run the eager run's bits.
+#[test]
+fn decode_steps_in_kept_shapes_give_the_per_sequence_logits_on_the_test_device() {
+    use credence_worker::llm::local::step_graph::GraphMode;
+    let device = test_device();
+    for arch in ARCHS {
+        let dir = tempfile::tempdir().unwrap();
+        write_model_with(dir.path(), arch, config_with_window(arch, 8));
+        let (gguf, _) = gguf_file(dir.path(), arch);
+        for (what, s, tolerance) in [
+            (
+                "f32",
+                settings_on(dir.path(), Format::Safetensors, Some("f32"), &device, 8),
+                1e-4,
+            ),
+            (
+                "GGUF",
+                settings_on(&gguf, Format::Gguf, None, &device, 8),
+                1e-2,
+            ),
+        ] {
+            let mut model = load_on_device(&s);
+            model.model.set_graph_mode(GraphMode::Eager);
+            let eager = batched_against_per_sequence(&model);
+            model.model.set_graph_mode(GraphMode::Captured);
+            let captured = batched_against_per_sequence(&model);
+            let bound = tolerance * eager.largest.max(1.0);
+            println!(
+                "{arch:?} {what} on {device}: max |difference| {:.2e} (bound {bound:.2e}), \
+                 shapes kept / captured {:?}",
+                eager.worst, captured.kept
+            );
+            assert!(
+                eager.worst <= bound,
+                "{arch:?} {what}: kept-shape decode differs by {} > {bound}",
+                eager.worst
+            );
+            // Three rows of at most 27 positions: one shape of one 256-position span
+            // (after the fourth sequence joins, three rows again).
+            assert_eq!(eager.kept, (1, 0), "{arch:?} {what}");
+            let expect_captured = usize::from(device.starts_with("cuda"));
+            assert_eq!(captured.kept, (1, expect_captured), "{arch:?} {what}");
+            assert!(
+                captured.logits == eager.logits,
+                "{arch:?} {what}: captured steps differ from eager ones by {}",
+                max_diff(&captured.logits, &eager.logits)
             );
         }
     }
@@ -330,7 +404,9 @@ fn bf16_keys_and_values_halve_a_gguf_batch_and_keep_its_logits() {
             f32_bytes,
             "{arch:?}"
         );
-        let (d, largest) = batched_against_per_sequence(&model);
+        let Batched {
+            worst: d, largest, ..
+        } = batched_against_per_sequence(&model);
         let bound = 0.05 * largest.max(1.0);
         println!("{arch:?} GGUF, bf16 keys and values on {device}: max |difference| {d:.2e} (bound {bound:.2e})");
         assert!(

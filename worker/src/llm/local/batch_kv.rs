@@ -12,6 +12,7 @@
 //! mask's zero weights cancel.
 
 use super::model::SeqCache;
+use super::step_graph::StepGraphs;
 use candle_core::{DType, Device, Result, Tensor};
 
 /// Why the batch could not make room.
@@ -171,6 +172,8 @@ pub struct BatchKv {
     dtype: DType,
     device: Device,
     step: StepMemory,
+    /// The kept shapes (and CUDA graphs) of the steps over these buffers.
+    pub(crate) graphs: StepGraphs,
 }
 
 /// Positions a buffer holds at first; it doubles as sequences grow.
@@ -199,7 +202,24 @@ impl BatchKv {
             dtype,
             device: device.clone(),
             step,
+            graphs: StepGraphs::default(),
         }
+    }
+
+    /// The same, with its steps run in kept shapes as `graphs` says.
+    pub fn with_graphs(mut self, graphs: StepGraphs) -> Self {
+        self.graphs = graphs;
+        self
+    }
+
+    /// Positions each row's buffers hold now.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Shapes kept for the steps, and how many of them are captured as CUDA graphs.
+    pub fn kept_steps(&self) -> (usize, usize) {
+        self.graphs.kept()
     }
 
     /// How many sequences of `positions` each fit in `free` bytes with their decode
@@ -274,6 +294,8 @@ impl BatchKv {
                 return Err(KvError::Memory { needed, free });
             }
         }
+        // Captured steps point at the buffers about to be replaced.
+        self.graphs.clear();
         let (h, d) = (self.kv_heads, self.head_dim);
         let zeros = |r: usize, c: usize| Tensor::zeros((r, h, c, d), self.dtype, &self.device);
         if self.k.is_empty() {
@@ -348,59 +370,37 @@ impl BatchKv {
     }
 
     /// Prepares a decode step: room for one more position in every row. Returns the
-    /// step's write positions (`[n, kv_heads, 1, head_dim]`, each row's length) and the
-    /// number of positions the step attends over.
-    pub(crate) fn begin_step(&mut self) -> Result<(Tensor, usize)> {
-        let n = self.lens.len();
+    /// number of positions the step must attend over (the longest row's, with its new
+    /// one).
+    pub(crate) fn begin_step(&mut self) -> Result<usize> {
         let total = self.lens.iter().max().map_or(0, |m| m + 1);
         self.make_room()?;
-        let per_row = self.kv_heads * self.head_dim;
-        let positions: Vec<u32> = self
-            .lens
-            .iter()
-            .flat_map(|&len| std::iter::repeat_n(len as u32, per_row))
-            .collect();
-        let positions = Tensor::from_vec(
-            positions,
-            (n, self.kv_heads, 1, self.head_dim),
-            &self.device,
-        )?;
-        Ok((positions, total))
+        Ok(total)
     }
 
-    /// The additive mask `[n, 1, 1, total]` of a step: row `i` sees positions
-    /// `first..=len_i` (`first` = the sliding window's start, else 0).
-    pub(crate) fn mask(&self, total: usize, window: Option<usize>) -> Result<Tensor> {
-        let n = self.lens.len();
-        let mut mask = vec![f32::NEG_INFINITY; n * total];
-        for (i, &len) in self.lens.iter().enumerate() {
-            let seen = len + 1;
-            let first = match window {
-                Some(w) if seen > w => seen - w,
-                _ => 0,
-            };
-            mask[i * total + first..i * total + seen].fill(0.0);
-        }
-        Tensor::from_vec(mask, (n, 1, 1, total), &self.device)
-    }
-
-    /// Writes a step's new keys and values (`[n, kv_heads, 1, head_dim]`) of `layer` and
-    /// returns the layer's keys and values over the step's positions (`[n, kv_heads,
-    /// total, head_dim]`, strided views of the buffers).
+    /// Writes a step's new keys and values (`[n, kv_heads, 1, head_dim]`) of `layer` at
+    /// each row's `positions` (`[n]`) and returns the layer's keys and values over the
+    /// step's first `span` positions (`[n, kv_heads, span, head_dim]`, strided views of
+    /// the buffers).
     pub(crate) fn write(
         &self,
         layer: usize,
         positions: &Tensor,
         k: &Tensor,
         v: &Tensor,
-        total: usize,
+        span: usize,
     ) -> Result<(Tensor, Tensor)> {
         let n = self.lens.len();
+        // The scatter's index has the shape of what it writes.
+        let at = positions
+            .reshape((n, 1, 1, 1))?
+            .broadcast_as((n, self.kv_heads, 1, self.head_dim))?
+            .contiguous()?;
         let mut out = Vec::with_capacity(2);
         for (buffer, new) in [(&self.k[layer], k), (&self.v[layer], v)] {
             let rows = buffer.narrow(0, 0, n)?;
-            rows.scatter_set(positions, &new.to_dtype(self.dtype)?.contiguous()?, 2)?;
-            out.push(rows.narrow(2, 0, total)?);
+            rows.scatter_set(&at, &new.to_dtype(self.dtype)?.contiguous()?, 2)?;
+            out.push(rows.narrow(2, 0, span)?);
         }
         let v = out.pop().expect("two");
         let k = out.pop().expect("two");

@@ -6,6 +6,8 @@
 //! - [`weights`]: reading tensors (GGUF Q4_1/Q5_x are requantised to Q8_0 on CPU, where
 //!   candle's kernels for them are scalar).
 //! - [`tokenizer`] and [`chat`]: the model's own tokenizer and chat template.
+//! - [`batch_kv`] and [`step_graph`]: the batched decode's keys and values, and its steps
+//!   replayed as CUDA graphs.
 //! - [`engine`]: one thread per model that owns it and decodes every request in flight
 //!   as one batch, greedily, until each reaches an end-of-turn token or its limit.
 
@@ -23,6 +25,7 @@ pub mod plain;
 pub mod pool;
 pub mod qmatmul;
 pub mod qwen3;
+pub mod step_graph;
 pub mod tokenizer;
 pub mod weights;
 
@@ -227,6 +230,13 @@ pub fn fingerprint(settings: &LocalSettings) -> Result<String, LoadError> {
     if let Some(kv) = kv_dtype_override().map_err(|e| LoadError::new(&settings.path, e))? {
         part(format!("kv {kv}").as_bytes());
     }
+    // So do attention spans rounded up for kept step shapes (CUDA graphs, captured or
+    // not: the two give the same bits); the CPU's engine never runs them.
+    let graphs =
+        step_graph::GraphMode::from_env().map_err(|e| LoadError::new(&settings.path, e))?;
+    if settings.device.is_cuda() && graphs.keeps_shapes() {
+        part(b"kept step shapes");
+    }
     for file in model_files(settings)? {
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
         part(name.as_bytes());
@@ -267,6 +277,7 @@ impl LocalModel {
         let at = |m: String| LoadError::new(&settings.path, m);
         let device = device_of(settings.device).map_err(at)?;
         let kv_dtype = kv_dtype_override().map_err(at)?;
+        let graph_mode = step_graph::GraphMode::from_env().map_err(at)?;
         let mut loaded = match settings.format {
             Format::Gguf => Self::load_gguf(&settings.path, &device)?,
             Format::Safetensors => {
@@ -276,6 +287,7 @@ impl LocalModel {
         if let Some(kv) = kv_dtype {
             loaded.model.set_kv_dtype(candle_dtype(kv));
         }
+        loaded.model.set_graph_mode(graph_mode);
         tracing::info!(
             path = %settings.path.display(),
             arch = loaded.model.config.arch,

@@ -15,6 +15,7 @@
 
 use super::batch_kv::{BatchKv, StepMemory};
 use super::plain::{Plain, PlainKv, PlainParts};
+use super::step_graph::{self, GraphMode, StepGraphs, StepInputs, StepValues};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 
@@ -322,6 +323,8 @@ pub struct Transformer {
     /// passes unless [`Transformer::set_tensor_path`] turned it off.
     plain: Option<Plain>,
     use_plain: bool,
+    /// How batched decode steps run.
+    graph_mode: GraphMode,
 }
 
 /// One sequence's keys and values, per layer, in `[1, kv_heads, capacity, head_dim]`
@@ -532,6 +535,7 @@ impl Transformer {
             rope_local,
             use_plain: plain.is_some(),
             plain,
+            graph_mode: GraphMode::Off,
         })
     }
 
@@ -726,6 +730,14 @@ impl Transformer {
     /// A [`BatchKv`] for this model's decode steps.
     pub fn batch_kv(&self) -> BatchKv {
         let c = &self.config;
+        let quantised = self
+            .weights()
+            .any(|w| matches!(w, Weight::Candle(QMatMul::QTensor(_))));
+        let capture_rows = if quantised {
+            step_graph::QUANTISED_GRAPH_ROWS
+        } else {
+            usize::MAX
+        };
         BatchKv::new(
             c.layers,
             c.kv_heads,
@@ -734,6 +746,7 @@ impl Transformer {
             &self.device,
             self.step_memory(),
         )
+        .with_graphs(StepGraphs::new(self.graph_mode, capture_rows))
     }
 
     /// What one of its decode steps allocates beside the keys and values.
@@ -751,43 +764,61 @@ impl Transformer {
 
     /// One decode step of every sequence a [`BatchKv`] holds (one new token each, in row
     /// order) on the tensor path: the logits `[n, vocab]` in f32. Attention runs for all
-    /// sequences at once per layer, over their keys and values in the batch's buffers.
+    /// sequences at once per layer, over their keys and values in the batch's buffers;
+    /// as [`Transformer::set_graph_mode`] says, a step of a kept shape may run as a CUDA
+    /// graph ([`super::step_graph`]).
     pub fn decode_batched(&self, tokens: &[u32], kv: &mut BatchKv) -> Result<Tensor> {
         let n = tokens.len();
         if n == 0 || n != kv.len() {
             candle_core::bail!("decode: {n} tokens for {} sequences", kv.len());
         }
-        let starts = kv.lens().to_vec();
-        if let Some(over) = starts.iter().find(|&&s| s + 1 > self.context_length()) {
+        if let Some(over) = kv.lens().iter().find(|&&s| s + 1 > self.context_length()) {
             candle_core::bail!(
                 "sequence of {} tokens exceeds the context length {}",
                 over + 1,
                 self.context_length()
             );
         }
-        let (positions, total) = kv.begin_step()?;
-        let masks = [
-            kv.mask(total, None)?,
-            kv.mask(total, self.config.sliding_window)?,
-        ];
-        let ids = Tensor::from_vec(tokens.to_vec(), (n, 1), &self.device)?;
-        let x = self.embed(&ids)?;
-        let ropes = [
-            self.rope_slices(&self.rope_global, &starts, 1)?,
-            self.rope_slices(&self.rope_local, &starts, 1)?,
-        ];
-        let c = &self.config;
+        let total = kv.begin_step()?;
+        let mut graphs = std::mem::take(&mut kv.graphs);
+        let span = step_graph::span(graphs.mode(), total, kv.capacity());
+        let values = StepValues::new(tokens, kv.lens(), span, self.config.sliding_window);
         let kv_ref = &*kv;
+        let logits = graphs.run(
+            &values,
+            &self.device,
+            |inputs| self.decode_step(inputs, kv_ref),
+            || self.grow_quantised_scratch(),
+        );
+        kv.graphs = graphs;
+        let logits = logits?;
+        kv.end_step();
+        Ok(logits)
+    }
+
+    /// A decode step's work on its device inputs: embedding, blocks, head.
+    fn decode_step(&self, inputs: &StepInputs, kv: &BatchKv) -> Result<Tensor> {
+        let c = &self.config;
+        let n = inputs.ids.dim(0)?;
+        let x = self.embed(&inputs.ids)?;
+        let global = self.rope_rows(&self.rope_global, &inputs.positions)?;
+        let ropes = [
+            global.clone(),
+            match c.rope_local {
+                Some(_) => self.rope_rows(&self.rope_local, &inputs.positions)?,
+                None => global,
+            },
+        ];
         let x = self.run_blocks(x, &ropes, |layer, block, h, (cos, sin), windowed| {
             let (q, k, v) = self.qkv(block, h, cos, sin)?;
-            let (k_all, v_all) = kv_ref.write(layer, &positions, &k, &v, total)?;
+            let (k_all, v_all) = kv.write(layer, &inputs.positions, &k, &v, inputs.span)?;
             // [n, heads, 1, d] -> [n, kv_heads, rep, d]: the query heads that share a key
             // head become rows of one product.
             let q = q
                 .reshape((n, c.kv_heads, c.heads / c.kv_heads, c.head_dim))?
                 .to_dtype(k_all.dtype())?;
             let scores = q.matmul(&k_all.t()?)?.to_dtype(DType::F32)?;
-            let scores = scores.broadcast_add(&masks[usize::from(windowed)])?;
+            let scores = scores.broadcast_add(inputs.mask(windowed))?;
             let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v_all.dtype())?;
             probs
                 .matmul(&v_all)?
@@ -796,8 +827,64 @@ impl Transformer {
                 .transpose(1, 2)?
                 .reshape((n, 1, c.heads * c.head_dim))
         })?;
-        kv.end_step();
         self.head(&x.squeeze(1)?)
+    }
+
+    /// cos and sin `[n, 1, d/2]` at each row's position (`[n]` on the device).
+    fn rope_rows(&self, table: &(Tensor, Tensor), positions: &Tensor) -> Result<(Tensor, Tensor)> {
+        let n = positions.dim(0)?;
+        let half = self.config.head_dim / 2;
+        Ok((
+            table.0.index_select(positions, 0)?.reshape((n, 1, half))?,
+            table.1.index_select(positions, 0)?.reshape((n, 1, half))?,
+        ))
+    }
+
+    /// Grows candle's scratch buffer of quantised products of up to eight rows to its
+    /// largest size (eight rows of the widest input), so that no later product frees it
+    /// under a captured step.
+    fn grow_quantised_scratch(&self) -> Result<()> {
+        let widest = self
+            .weights()
+            .filter(|w| matches!(w, Weight::Candle(QMatMul::QTensor(_))))
+            .max_by_key(|w| w.in_dim().unwrap_or(0));
+        if let Some(w) = widest {
+            let x = Tensor::zeros(
+                (step_graph::QUANTISED_GRAPH_ROWS, w.in_dim()?),
+                self.dtype,
+                &self.device,
+            )?;
+            w.forward(&x)?;
+        }
+        Ok(())
+    }
+
+    /// Every weight matrix of the blocks and the head.
+    fn weights(&self) -> impl Iterator<Item = &Weight> {
+        self.blocks
+            .iter()
+            .flat_map(|b| {
+                let mut ws: Vec<&Linear> = Vec::with_capacity(7);
+                match &b.qkv {
+                    Qkv::Separate(q, k, v) => ws.extend([q, k, v]),
+                    Qkv::Fused(qkv) => ws.push(qkv),
+                }
+                ws.push(&b.o);
+                match &b.gate_up {
+                    GateUp::Separate(g, u) => ws.extend([g, u]),
+                    GateUp::Fused(gu) => ws.push(gu),
+                }
+                ws.push(&b.down);
+                ws
+            })
+            .chain(std::iter::once(&self.lm_head))
+            .map(|l| &l.weight)
+    }
+
+    /// Runs later batched decode steps as `mode` says ([`super::step_graph`]); for the
+    /// [`BatchKv`]s made after.
+    pub fn set_graph_mode(&mut self, mode: GraphMode) {
+        self.graph_mode = mode;
     }
 
     /// cos and sin for the new tokens: `[t, d/2]` for one sequence, `[n, 1, d/2]` for a
@@ -816,12 +903,7 @@ impl Transformer {
         }
         let positions: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
         let n = positions.len();
-        let ids = Tensor::from_vec(positions, n, &self.device)?;
-        let half = self.config.head_dim / 2;
-        Ok((
-            table.0.index_select(&ids, 0)?.reshape((n, 1, half))?,
-            table.1.index_select(&ids, 0)?.reshape((n, 1, half))?,
-        ))
+        self.rope_rows(table, &Tensor::from_vec(positions, n, &self.device)?)
     }
 
     /// A block's queries `[n, heads, t, d]` (scaled), keys and values `[n, kv_heads, t, d]`
