@@ -293,13 +293,14 @@ struct Batched {
     kept: (usize, usize),
 }
 
-#[test]
-fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
+/// Runs `check` on every architecture's tiny model, as f32 safetensors and as GGUF, on
+/// the test device, with the tolerance of its batched decode against the per-sequence
+/// one (times the largest logit). The models have a window of 8, shorter than the
+/// sequences, so that the sliding window's mask (Gemma 3's local layers) is exercised.
+fn each_windowed_model(mut check: impl FnMut(Arch, &str, LocalModel, f32)) {
     let device = test_device();
     for arch in ARCHS {
         let dir = tempfile::tempdir().unwrap();
-        // A window of 8, shorter than the sequences, so that the sliding window's mask
-        // (Gemma 3's local layers) is exercised.
         write_model_with(dir.path(), arch, config_with_window(arch, 8));
         let (gguf, _) = gguf_file(dir.path(), arch);
         // f32 differs only in the order of the attention's sums; the CPU's GGUF kernels
@@ -317,18 +318,25 @@ fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
                 1e-2,
             ),
         ] {
-            let model = load_on_device(&s);
-            let Batched {
-                worst: d, largest, ..
-            } = batched_against_per_sequence(&model);
-            let bound = tolerance * largest.max(1.0);
-            println!("{arch:?} {what} on {device}: max |difference| {d:.2e} (bound {bound:.2e})");
-            assert!(
-                d <= bound,
-                "{arch:?} {what}: batched decode differs by {d} > {bound}"
-            );
+            check(arch, what, load_on_device(&s), tolerance);
         }
     }
+}
+
+#[test]
+fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
+    let device = test_device();
+    each_windowed_model(|arch, what, model, tolerance| {
+        let Batched {
+            worst: d, largest, ..
+        } = batched_against_per_sequence(&model);
+        let bound = tolerance * largest.max(1.0);
+        println!("{arch:?} {what} on {device}: max |difference| {d:.2e} (bound {bound:.2e})");
+        assert!(
+            d <= bound,
+            "{arch:?} {what}: batched decode differs by {d} > {bound}"
+        );
+    });
 }
 
 /// The batched decode in kept shapes (`CREDENCE_CUDA_GRAPHS`): attention over spans
@@ -339,50 +347,33 @@ fn batched_decode_gives_the_per_sequence_logits_on_the_test_device() {
 fn decode_steps_in_kept_shapes_give_the_per_sequence_logits_on_the_test_device() {
     use credence_worker::llm::local::step_graph::GraphMode;
     let device = test_device();
-    for arch in ARCHS {
-        let dir = tempfile::tempdir().unwrap();
-        write_model_with(dir.path(), arch, config_with_window(arch, 8));
-        let (gguf, _) = gguf_file(dir.path(), arch);
-        for (what, s, tolerance) in [
-            (
-                "f32",
-                settings_on(dir.path(), Format::Safetensors, Some("f32"), &device, 8),
-                1e-4,
-            ),
-            (
-                "GGUF",
-                settings_on(&gguf, Format::Gguf, None, &device, 8),
-                1e-2,
-            ),
-        ] {
-            let mut model = load_on_device(&s);
-            model.model.set_graph_mode(GraphMode::Eager);
-            let eager = batched_against_per_sequence(&model);
-            model.model.set_graph_mode(GraphMode::Captured);
-            let captured = batched_against_per_sequence(&model);
-            let bound = tolerance * eager.largest.max(1.0);
-            println!(
-                "{arch:?} {what} on {device}: max |difference| {:.2e} (bound {bound:.2e}), \
-                 shapes kept / captured {:?}",
-                eager.worst, captured.kept
-            );
-            assert!(
-                eager.worst <= bound,
-                "{arch:?} {what}: kept-shape decode differs by {} > {bound}",
-                eager.worst
-            );
-            // Three rows of at most 27 positions: one shape of one 256-position span
-            // (after the fourth sequence joins, three rows again).
-            assert_eq!(eager.kept, (1, 0), "{arch:?} {what}");
-            let expect_captured = usize::from(device.starts_with("cuda"));
-            assert_eq!(captured.kept, (1, expect_captured), "{arch:?} {what}");
-            assert!(
-                captured.logits == eager.logits,
-                "{arch:?} {what}: captured steps differ from eager ones by {}",
-                max_diff(&captured.logits, &eager.logits)
-            );
-        }
-    }
+    each_windowed_model(|arch, what, mut model, tolerance| {
+        model.model.set_graph_mode(GraphMode::Eager);
+        let eager = batched_against_per_sequence(&model);
+        model.model.set_graph_mode(GraphMode::Captured);
+        let captured = batched_against_per_sequence(&model);
+        let bound = tolerance * eager.largest.max(1.0);
+        println!(
+            "{arch:?} {what} on {device}: max |difference| {:.2e} (bound {bound:.2e}), \
+             shapes kept / captured {:?}",
+            eager.worst, captured.kept
+        );
+        assert!(
+            eager.worst <= bound,
+            "{arch:?} {what}: kept-shape decode differs by {} > {bound}",
+            eager.worst
+        );
+        // Three rows of at most 27 positions: one shape of one 256-position span (after
+        // the fourth sequence joins, three rows again).
+        assert_eq!(eager.kept, (1, 0), "{arch:?} {what}");
+        let expect_captured = usize::from(device.starts_with("cuda"));
+        assert_eq!(captured.kept, (1, expect_captured), "{arch:?} {what}");
+        assert!(
+            captured.logits == eager.logits,
+            "{arch:?} {what}: captured steps differ from eager ones by {}",
+            max_diff(&captured.logits, &eager.logits)
+        );
+    });
 }
 
 /// A GGUF model's batched keys and values in bf16 (what `CREDENCE_LLM_KV_DTYPE=bf16`
