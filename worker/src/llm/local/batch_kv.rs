@@ -6,7 +6,8 @@
 //! rows `0..n` in the engine's order (a sequence that leaves is replaced by the last one,
 //! as `Vec::swap_remove` does). A step writes each sequence's new key and value at its own
 //! position with one scatter per layer, and attends over the first `max(len) + 1`
-//! positions of rows `0..n`, with a mask that hides each row's positions past its own
+//! positions of rows `0..n` (rounded up for a kept step shape, [`super::step_graph`]),
+//! with a mask that hides each row's positions past its own
 //! length (and before its sliding window). Rows and capacity grow by doubling; a
 //! position past a row's length may hold an earlier occupant's (finite) values, which the
 //! mask's zero weights cancel.

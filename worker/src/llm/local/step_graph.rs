@@ -270,9 +270,11 @@ impl StepGraphs {
             return step(&StepInputs::upload(values, device)?);
         }
         self.steps += 1;
-        let i = self.kept_index(values, device)?;
+        let (i, fresh) = self.kept_index(values, device)?;
         let kept = &mut self.kept[i];
-        kept.inputs.overwrite(values)?;
+        if !fresh {
+            kept.inputs.overwrite(values)?;
+        }
         kept.last = self.steps;
         #[cfg(feature = "cuda")]
         if let Device::Cuda(cuda) = device {
@@ -285,16 +287,16 @@ impl StepGraphs {
         step(&self.kept[i].inputs)
     }
 
-    /// The index of the kept shape of `values`, made (the least recently used one
-    /// dropped) if there is none.
-    fn kept_index(&mut self, values: &StepValues, device: &Device) -> Result<usize> {
+    /// The index of the kept shape of `values`, and whether it was made now (with
+    /// `values` in it; the least recently used shape dropped) for want of one.
+    fn kept_index(&mut self, values: &StepValues, device: &Device) -> Result<(usize, bool)> {
         let (rows, span) = (values.rows(), values.span);
         if let Some(i) = self
             .kept
             .iter()
             .position(|k| k.rows == rows && k.span == span)
         {
-            return Ok(i);
+            return Ok((i, false));
         }
         if self.kept.len() >= KEPT_SHAPES {
             let oldest = (0..self.kept.len())
@@ -312,7 +314,7 @@ impl StepGraphs {
             #[cfg(feature = "cuda")]
             captured: None,
         });
-        Ok(self.kept.len() - 1)
+        Ok((self.kept.len() - 1, true))
     }
 
     /// A step of kept shape `i` on a GPU: eager the first time (loading its kernels, with
