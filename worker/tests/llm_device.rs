@@ -446,3 +446,73 @@ fn the_engine_answers_each_prompt_in_a_batch_as_it_does_alone() {
         assert_eq!(g.ids, alone.ids, "prompt {i} in a batch and alone");
     }
 }
+
+/// When the sequences in flight outgrow the memory for their keys and values, the newest
+/// leave the batch (preempted), wait, and come back with their keys and values
+/// recomputed, and every answer is the one the same batch gives with memory to spare.
+/// The limit (`kv_memory`) admits 8 sequences at the 2,048 positions the engine sizes
+/// for, so all six join; past 2,048 each row needs 4,096, and the limit holds only 4 such
+/// rows: the two newest are preempted, and join again once the others have finished.
+#[test]
+fn sequences_that_outgrow_the_memory_preempt_the_newest_and_each_answer_is_unchanged() {
+    let device = test_device();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_json(Arch::Qwen3);
+    config["max_position_embeddings"] = 4096.into();
+    write_model_with(dir.path(), Arch::Qwen3, config);
+    let mut s = settings_on(dir.path(), Format::Safetensors, Some("bf16"), &device, 2100);
+    s.max_batch = 8;
+    let budget = LocalModel::load(&s)
+        .unwrap()
+        .model
+        .batch_kv()
+        .bytes_of(8, 2048);
+    let chats: Vec<Vec<ChatMessage>> = (0..6)
+        .map(|i| {
+            vec![ChatMessage::user(format!(
+                "w{} w{} w{}",
+                5 + i,
+                20 + 3 * i,
+                9 + i
+            ))]
+        })
+        .collect();
+    // Different lengths past 2,048, so that sequences leave at different steps.
+    let limit = |i: usize| 2060 + 8 * i as u32;
+    let run = |kv_memory: Option<usize>| {
+        let backend = LocalBackend::load(&LocalSettings {
+            kv_memory,
+            ..s.clone()
+        })
+        .unwrap();
+        assert_eq!(
+            credence_worker::llm::Generator::max_in_flight(&backend),
+            8,
+            "the limit admits 8 sequences of 2,048 positions"
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(futures::future::join_all(
+            chats
+                .iter()
+                .enumerate()
+                .map(|(i, c)| backend.run(c, limit(i), true)),
+        ))
+    };
+    let spare = run(None);
+    let tight = run(Some(budget));
+    for (i, (a, b)) in spare.into_iter().zip(tight).enumerate() {
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.ids.len(), limit(i) as usize, "prompt {i}");
+        assert_eq!(a.preempted, 0, "prompt {i} with memory to spare");
+        // The two newest were preempted once each.
+        assert_eq!(
+            b.preempted,
+            usize::from(i >= 4),
+            "prompt {i} within the limit"
+        );
+        assert_eq!(a.ids, b.ids, "prompt {i}: preempted and recomputed, or not");
+    }
+}

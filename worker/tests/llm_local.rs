@@ -36,6 +36,7 @@ fn settings(path: &Path) -> LocalSettings {
         max_new_tokens: 512,
         max_batch: 4,
         generation_timeout: std::time::Duration::from_secs(600),
+        kv_memory: None,
     }
 }
 

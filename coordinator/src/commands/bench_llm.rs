@@ -18,7 +18,9 @@ use std::time::Instant;
 /// user message of a chat rendered with the model's template) exactly --max-tokens
 /// tokens, greedily, through end-of-turn tokens. Prints one JSON line per --in-flight
 /// value: prefill tokens/s and decode tokens/s (one sequence at a time), or aggregate
-/// generated tokens/s (several in flight). Threads follow RAYON_NUM_THREADS.
+/// generated tokens/s (several in flight), with how many times sequences were preempted.
+/// Threads follow RAYON_NUM_THREADS; CREDENCE_KV_MEMORY_GIB limits the memory of the
+/// batched keys and values (fewer in flight, or preemption).
 #[derive(Args)]
 pub struct BenchLlmArgs {
     /// A .gguf file or a safetensors model folder.
@@ -89,6 +91,8 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
         max_batch,
         // A benchmark measures; it never gives up on a generation.
         generation_timeout: std::time::Duration::MAX,
+        kv_memory: credence_worker::llm::local::kv_memory_from_env()
+            .map_err(|e| anyhow::anyhow!(e))?,
     };
     let load_started = Instant::now();
     let backend = LocalBackend::load(&settings)
@@ -179,6 +183,7 @@ pub fn run(args: BenchLlmArgs) -> anyhow::Result<ExitCode> {
             "prompt_tokens": prompt_tokens,
             "reused_prompt_tokens": reused,
             "generated_tokens": generated,
+            "preempted": results.iter().map(|g| g.preempted).sum::<usize>(),
             "aggregate_tok_s": generated as f64 / wall,
             "wall_s": wall,
             "load_s": load_seconds,

@@ -189,7 +189,7 @@ pub fn generator_fingerprint(spec: &ModelSpec) -> Result<Option<String>, Decompo
             spec.max_new_tokens,
         ))),
         ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => {
-            let settings = local_settings(spec);
+            let settings = local_settings(spec)?;
             local::fingerprint(&settings)
                 .map(Some)
                 .map_err(|e| DecomposeError::Load {
@@ -200,14 +200,19 @@ pub fn generator_fingerprint(spec: &ModelSpec) -> Result<Option<String>, Decompo
     }
 }
 
-/// How a sweep's GGUF or safetensors model is loaded.
-pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
+/// How a sweep's GGUF or safetensors model is loaded (with the worker's
+/// [`local::KV_MEMORY_VAR`], if set).
+pub fn local_settings(spec: &ModelSpec) -> Result<LocalSettings, DecomposeError> {
     let (path, format) = match &spec.backend {
         ModelBackend::Gguf { path } => (path.clone(), local::Format::Gguf),
         ModelBackend::Safetensors { path } => (path.clone(), local::Format::Safetensors),
         _ => unreachable!("local_settings of a model that is not local"),
     };
-    LocalSettings {
+    let kv_memory = local::kv_memory_from_env().map_err(|message| DecomposeError::Load {
+        model: spec.name.clone(),
+        message,
+    })?;
+    Ok(LocalSettings {
         path,
         format,
         dtype: spec.dtype,
@@ -215,7 +220,8 @@ pub fn local_settings(spec: &ModelSpec) -> LocalSettings {
         max_new_tokens: spec.max_new_tokens,
         max_batch: local::default_max_batch(spec.device),
         generation_timeout: spec.generation_timeout(),
-    }
+        kv_memory,
+    })
 }
 
 /// Builds the decomposer a sweep's model names. Nothing is sent to an endpoint and no
@@ -264,7 +270,7 @@ pub fn load(spec: &ModelSpec) -> Result<Box<dyn Decomposer>, DecomposeError> {
         }
         ModelBackend::Gguf { .. } | ModelBackend::Safetensors { .. } => {
             let backend =
-                LocalBackend::load(&local_settings(spec)).map_err(|e| DecomposeError::Load {
+                LocalBackend::load(&local_settings(spec)?).map_err(|e| DecomposeError::Load {
                     model: spec.name.clone(),
                     message: e.to_string(),
                 })?;

@@ -522,6 +522,7 @@ pub fn settings_on(
         max_new_tokens,
         max_batch: 4,
         generation_timeout: std::time::Duration::from_secs(600),
+        kv_memory: None,
     }
 }
 

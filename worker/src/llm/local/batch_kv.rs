@@ -8,7 +8,10 @@
 //! position with one scatter per layer, and attends over the first `max(len) + 1`
 //! positions of rows `0..n` (rounded up for a kept step shape, [`super::step_graph`]),
 //! with a mask that hides each row's positions past its own
-//! length (and before its sliding window). Rows and capacity grow by doubling; a
+//! length (and before its sliding window). Rows and capacity grow by doubling; where the
+//! memory (or `CREDENCE_KV_MEMORY_GIB`) lacks for that, the buffers are remade at just the
+//! rows and positions asked and held, so that fewer rows can grow longer once the engine
+//! has preempted the others, and more rows fit again once a long one has left. A
 //! position past a row's length may hold an earlier occupant's (finite) values, which the
 //! mask's zero weights cancel.
 
@@ -26,6 +29,13 @@ pub enum KvError {
         /// Bytes free on the device.
         free: usize,
     },
+    /// The buffers would pass the limit set for them (`CREDENCE_KV_MEMORY_GIB`).
+    Budget {
+        /// Bytes the grown buffers and their steps' headroom would take.
+        needed: usize,
+        /// The limit.
+        budget: usize,
+    },
     /// Anything else the device said.
     Device(candle_core::Error),
 }
@@ -38,6 +48,13 @@ impl std::fmt::Display for KvError {
                 "out of GPU memory for the keys and values: {:.2} GiB needed, {:.2} GiB free",
                 *needed as f64 / GIB,
                 *free as f64 / GIB
+            ),
+            KvError::Budget { needed, budget } => write!(
+                f,
+                "the keys and values would take {:.2} GiB, past the {:.2} GiB that \
+                 CREDENCE_KV_MEMORY_GIB allows",
+                *needed as f64 / GIB,
+                *budget as f64 / GIB
             ),
             KvError::Device(e) => write!(f, "{}", error_text(e)),
         }
@@ -66,7 +83,7 @@ impl KvError {
     /// out-of-memory error).
     pub fn is_memory(&self) -> bool {
         match self {
-            KvError::Memory { .. } => true,
+            KvError::Memory { .. } | KvError::Budget { .. } => true,
             KvError::Device(e) => is_out_of_memory(e),
         }
     }
@@ -173,6 +190,8 @@ pub struct BatchKv {
     dtype: DType,
     device: Device,
     step: StepMemory,
+    /// The most bytes the buffers and their steps' headroom may take, if limited.
+    budget: Option<usize>,
     /// The kept shapes (and CUDA graphs) of the steps over these buffers.
     pub(crate) graphs: StepGraphs,
 }
@@ -203,6 +222,7 @@ impl BatchKv {
             dtype,
             device: device.clone(),
             step,
+            budget: None,
             graphs: StepGraphs::default(),
         }
     }
@@ -226,16 +246,13 @@ impl BatchKv {
     /// How many sequences of `positions` each fit in `free` bytes with their decode
     /// step's headroom. The buffers grow by doubling (rows from four, positions from
     /// [`FIRST_CAPACITY`]), so this is the most rows of such a buffer that fit, while a
-    /// tenth of `free` stays for prefills and the kept prompts of prefix reuse; 1 where
-    /// not even four fit (that sequence then fails alone, with the memory it lacked).
+    /// tenth of `free` stays for prefills and the kept prompts of prefix reuse, and within
+    /// the budget where one is set; 1 where not even four fit (that sequence then fails
+    /// alone, with the memory it lacked).
     pub fn fitting_rows(&self, free: usize, positions: usize) -> usize {
-        let budget = free - free / 10;
+        let budget = (free - free / 10).min(self.budget.unwrap_or(usize::MAX));
         let capacity = positions.max(FIRST_CAPACITY).next_power_of_two();
-        let bytes = |rows: usize| {
-            rows.saturating_mul(capacity)
-                .saturating_mul(self.bytes_per_position())
-                .saturating_add(self.step.bytes(rows, capacity))
-        };
+        let bytes = |rows: usize| self.bytes_of(rows, capacity);
         if bytes(4) > budget {
             return 1;
         }
@@ -266,57 +283,145 @@ impl BatchKv {
         2 * self.layers * self.kv_heads * self.head_dim * self.dtype.size_in_bytes()
     }
 
-    /// Grows the buffers to at least `rows` rows of `capacity` positions (each doubling),
-    /// where the device has the memory for it.
-    fn reserve(&mut self, rows: usize, capacity: usize) -> std::result::Result<(), KvError> {
-        let new_rows = if rows > self.rows {
-            rows.max(self.rows * 2).max(4)
-        } else {
-            self.rows
-        };
-        let new_capacity = if capacity > self.capacity {
-            capacity.max(self.capacity * 2).max(FIRST_CAPACITY)
-        } else {
-            self.capacity
-        };
-        if new_rows == self.rows && new_capacity == self.capacity {
-            return Ok(());
+    /// Bytes its buffers hold now.
+    fn held(&self) -> usize {
+        self.rows * self.capacity * self.bytes_per_position()
+    }
+
+    /// The most bytes the buffers and their steps' headroom may hold, where a limit is set
+    /// ([`BatchKv::with_budget`]).
+    pub fn budget(&self) -> Option<usize> {
+        self.budget
+    }
+
+    /// The same, with its buffers and their steps' headroom held to at most `budget`
+    /// bytes (`CREDENCE_KV_MEMORY_GIB`): on a GPU it shares with another process, or on a
+    /// CPU, where nothing else bounds them.
+    pub fn with_budget(mut self, budget: Option<usize>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Bytes a buffer of `rows` rows of `capacity` positions and its steps' headroom take.
+    pub fn bytes_of(&self, rows: usize, capacity: usize) -> usize {
+        rows.saturating_mul(capacity)
+            .saturating_mul(self.bytes_per_position())
+            .saturating_add(self.step.bytes(rows, capacity))
+    }
+
+    /// Whether the device (and the budget) has the memory for buffers of `rows` rows of
+    /// `capacity` positions in place of the ones held.
+    fn check(&self, rows: usize, capacity: usize) -> std::result::Result<(), KvError> {
+        let total = rows * capacity * self.bytes_per_position();
+        if let Some(budget) = self.budget {
+            let needed = self.bytes_of(rows, capacity);
+            if needed > budget {
+                return Err(KvError::Budget { needed, budget });
+            }
         }
-        let per_layer_position = self.bytes_per_position() / (2 * self.layers.max(1));
-        let grown = new_rows * new_capacity * self.bytes_per_position();
-        let held = self.rows * self.capacity * self.bytes_per_position();
         if let Some(free) = free_bytes(&self.device) {
-            // Buffers are replaced one at a time: the old one of a layer lives beside its
+            // Buffers are replaced one at a time: an old one of a layer lives beside its
             // new one until the copy is made.
-            let needed = grown - held
-                + self.rows * self.capacity * per_layer_position
-                + self.step.bytes(new_rows, new_capacity);
+            let per_buffer =
+                |r: usize, c: usize| r * c * self.bytes_per_position() / (2 * self.layers.max(1));
+            let needed = total.saturating_sub(self.held())
+                + per_buffer(self.rows, self.capacity)
+                + per_buffer(rows, capacity)
+                + self.step.bytes(rows, capacity);
             if needed > free {
                 return Err(KvError::Memory { needed, free });
             }
         }
+        Ok(())
+    }
+
+    /// The shape the buffers must take to hold `rows` rows of `capacity` positions (with
+    /// what they hold), or `None` where they already do. Each dimension that is short
+    /// doubles; where the memory lacks for that, the buffers take just what is asked and
+    /// held, rounded up to powers of two, the other dimension shrunk to what is in use
+    /// (after a long sequence leaves, or when sequences were preempted to let it grow).
+    fn shape_for(
+        &self,
+        rows: usize,
+        capacity: usize,
+    ) -> std::result::Result<Option<(usize, usize)>, KvError> {
+        if rows <= self.rows && capacity <= self.capacity {
+            return Ok(None);
+        }
+        let grow = |held: usize, asked: usize, least: usize| {
+            if asked > held {
+                asked.max(held * 2).max(least)
+            } else {
+                held
+            }
+        };
+        let grown = (
+            grow(self.rows, rows, 4),
+            grow(self.capacity, capacity, FIRST_CAPACITY),
+        );
+        let in_use = self.lens.iter().max().copied().unwrap_or(0);
+        let tight = (
+            rows.max(self.lens.len()).max(4).next_power_of_two(),
+            capacity.max(in_use).max(FIRST_CAPACITY).next_power_of_two(),
+        );
+        match self.check(grown.0, grown.1) {
+            Ok(()) => Ok(Some(grown)),
+            Err(e) if tight != grown && e.is_memory() => {
+                self.check(tight.0, tight.1).map(|()| Some(tight))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `rows` rows of `capacity` positions would fit (growing the buffers if
+    /// need be) in the memory there is now.
+    pub fn fits(&self, rows: usize, capacity: usize) -> bool {
+        self.shape_for(rows, capacity).is_ok()
+    }
+
+    /// Makes the buffers hold at least `rows` rows of `capacity` positions
+    /// ([`BatchKv::shape_for`]), where the device has the memory for it.
+    fn reserve(&mut self, rows: usize, capacity: usize) -> std::result::Result<(), KvError> {
+        let Some((new_rows, new_capacity)) = self.shape_for(rows, capacity)? else {
+            return Ok(());
+        };
         // Captured steps point at the buffers about to be replaced.
         self.graphs.clear();
         let (h, d) = (self.kv_heads, self.head_dim);
         let zeros = |r: usize, c: usize| Tensor::zeros((r, h, c, d), self.dtype, &self.device);
-        if self.k.is_empty() {
+        // What is kept: the rows in use and the positions they hold.
+        let keep_rows = self.lens.len();
+        let keep_positions = self.capacity.min(new_capacity);
+        if self.k.is_empty() || keep_rows == 0 {
+            // Nothing to copy: the old buffers go before the new ones are made.
+            self.k.clear();
+            self.v.clear();
             for _ in 0..self.layers {
                 self.k.push(zeros(new_rows, new_capacity)?);
                 self.v.push(zeros(new_rows, new_capacity)?);
             }
         } else {
             for buffer in self.k.iter_mut().chain(self.v.iter_mut()) {
+                let mut kept = if keep_rows < self.rows || keep_positions < self.capacity {
+                    buffer
+                        .narrow(0, 0, keep_rows)?
+                        .narrow(2, 0, keep_positions)?
+                        .contiguous()?
+                } else {
+                    buffer.clone()
+                };
                 // One dimension at a time: slice_set copies along one.
-                if new_capacity > self.capacity {
-                    let wider = zeros(self.rows, new_capacity)?;
-                    wider.slice_set(buffer, 2, 0)?;
-                    *buffer = wider;
+                if new_capacity > keep_positions {
+                    let wider = zeros(keep_rows, new_capacity)?;
+                    wider.slice_set(&kept, 2, 0)?;
+                    kept = wider;
                 }
-                if new_rows > self.rows {
+                if new_rows > keep_rows {
                     let taller = zeros(new_rows, new_capacity)?;
-                    taller.slice_set(buffer, 0, 0)?;
-                    *buffer = taller;
+                    taller.slice_set(&kept, 0, 0)?;
+                    kept = taller;
                 }
+                *buffer = kept;
             }
         }
         self.rows = new_rows;
@@ -363,11 +468,6 @@ impl BatchKv {
     pub fn make_room(&mut self) -> std::result::Result<(), KvError> {
         let total = self.lens.iter().max().map_or(0, |m| m + 1);
         self.reserve(self.lens.len(), total)
-    }
-
-    /// The row holding the most positions.
-    pub fn longest(&self) -> Option<usize> {
-        (0..self.lens.len()).max_by_key(|&i| self.lens[i])
     }
 
     /// Prepares a decode step: room for one more position in every row. Returns the
@@ -461,6 +561,48 @@ mod tests {
             STEP_FIXED + 2 * (3 * step.per_row + 300 * step.per_row_position)
         );
         assert_eq!(step.bytes(usize::MAX, usize::MAX), usize::MAX);
+    }
+
+    /// The batch as if it held `lens` in buffers of `rows` rows of `capacity` positions
+    /// (no buffers are made: the shapes are what is checked).
+    fn holding(mut kv: BatchKv, rows: usize, capacity: usize, lens: &[usize]) -> BatchKv {
+        kv.rows = rows;
+        kv.capacity = capacity;
+        kv.lens = lens.to_vec();
+        kv
+    }
+
+    #[test]
+    fn buffers_double_within_the_budget_and_else_take_just_what_is_asked() {
+        let kv = qwen3_8b();
+        let budget = kv.bytes_of(8, 2048);
+        let kv = kv.with_budget(Some(budget));
+        // The engine's sizing: 8 rows of 2,048 positions fit the budget, 16 do not.
+        assert_eq!(kv.fitting_rows(usize::MAX, 2048), 8);
+        // Within the budget, a short dimension doubles and the other stays.
+        let kv = holding(kv, 4, 1024, &[1024, 10, 10, 10]);
+        assert_eq!(kv.shape_for(4, 1025).unwrap(), Some((4, 2048)));
+        assert_eq!(kv.shape_for(5, 1024).unwrap(), Some((8, 1024)));
+        assert_eq!(kv.shape_for(4, 1024).unwrap(), None);
+        // Six rows, one past 2,048 positions: 8 rows of 4,096 pass the budget, and so
+        // do just the six rows asked (8, a power of two)...
+        let kv = holding(kv, 8, 2048, &[2048, 900, 900, 900, 900, 900]);
+        let e = kv.shape_for(6, 2049).unwrap_err();
+        assert!(e.is_memory(), "{e}");
+        assert!(e.to_string().contains("CREDENCE_KV_MEMORY_GIB"), "{e}");
+        assert!(!kv.fits(6, 2049));
+        // ... while four rows of 4,096 fit: the buffers take that shape, fewer rows.
+        let kv = holding(kv, 8, 2048, &[2048, 900, 900, 900]);
+        assert_eq!(kv.shape_for(4, 2049).unwrap(), Some((4, 4096)));
+        assert!(kv.fits(4, 2049));
+        // Once the long one has left, a fifth row takes eight rows of what is in use.
+        let kv = holding(kv, 4, 4096, &[1000, 1000, 1000, 1000]);
+        assert_eq!(kv.shape_for(5, 1001).unwrap(), Some((8, 1024)));
+        // A row asked longer than those held sets the capacity.
+        assert_eq!(kv.shape_for(5, 1500).unwrap(), Some((8, 2048)));
+        // Without a budget (a CPU, which cannot say what is free) nothing bounds them.
+        let kv = holding(qwen3_8b(), 8, 2048, &[2048; 8]);
+        assert_eq!(kv.shape_for(8, 2049).unwrap(), Some((8, 4096)));
     }
 
     #[test]

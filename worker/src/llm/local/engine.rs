@@ -8,7 +8,9 @@
 //! sequence has its own KV cache; on the tensor path (CUDA, or half precision on a CPU)
 //! the sequences in flight are rows of one batched cache ([`BatchKv`]) that a step attends
 //! over at once, and free GPU memory bounds how many join: one that does not fit waits, or,
-//! alone, fails by itself. Decoding is greedy (the lowest id wins a tie), so an answer
+//! alone, fails by itself. When the sequences in flight outgrow the memory, the newest are
+//! preempted: they leave the batch, wait, and come back with their keys and values
+//! recomputed, so that the sizing can follow typical lengths, not the generation limit. Decoding is greedy (the lowest id wins a tie), so an answer
 //! depends only on its prompt: on the CPU the same prompt gives the same bytes alone or in
 //! any batch, in any process (tested in `worker/tests/llm_local.rs` and, for the batched
 //! cache, `worker/tests/llm_device.rs`).
@@ -73,6 +75,9 @@ pub struct Generation {
     pub prefill_seconds: f64,
     /// Seconds from the first token to the last.
     pub decode_seconds: f64,
+    /// Times it left the batch for others to grow, its keys and values recomputed when it
+    /// came back ([`Engine`]'s preemption).
+    pub preempted: usize,
     /// Why it ended.
     pub finish: Finish,
 }
@@ -136,29 +141,48 @@ pub struct Engine {
 /// claims) stay under ~1,100 tokens.
 const PROMPT_ALLOWANCE: usize = 1536;
 
+/// Generated tokens a sequence is assumed to reach when the memory sets how many run at
+/// once, where its limit is higher: the paper's decompositions and repairs take ~100-300
+/// tokens of their 4,096. Sizing for the limit would hold a quarter as many sequences for
+/// the rare one that runs long; instead, when one outgrows the buffers, the newest
+/// sequences leave the batch until it fits and come back, recomputed, when others finish
+/// (preemption, as vLLM does it).
+const GENERATION_ALLOWANCE: usize = 512;
+
 /// The sequences in flight for `model`: `asked`, or fewer where the device's free memory
-/// (after the load) holds the keys and values and step headroom of fewer sequences of
-/// [`PROMPT_ALLOWANCE`] and `max_new_tokens` positions. A longer one still runs: it waits
-/// for room, or, alone, fails by itself.
-fn in_flight(model: &LocalModel, asked: usize, max_new_tokens: usize) -> usize {
+/// (after the load), or `budget`, holds the keys and values and step headroom of fewer
+/// sequences of [`PROMPT_ALLOWANCE`] and [`GENERATION_ALLOWANCE`] positions (at most
+/// `max_new_tokens`). A longer one still runs: it waits for room, or makes room by
+/// preempting newer ones, or, alone, fails by itself.
+fn in_flight(
+    model: &LocalModel,
+    asked: usize,
+    max_new_tokens: usize,
+    budget: Option<usize>,
+) -> usize {
     let asked = asked.max(1);
     if model.model.uses_plain_path() {
         return asked;
     }
-    let Some(free) = super::batch_kv::free_bytes(model.model.device()) else {
+    let device_free = super::batch_kv::free_bytes(model.model.device());
+    // Without a device to ask, the budget alone bounds them.
+    let Some(free) = device_free.or(budget.map(|_| usize::MAX)) else {
         return asked;
     };
-    let positions = (PROMPT_ALLOWANCE + max_new_tokens).min(model.model.context_length());
-    let batch = model.model.batch_kv();
+    let positions = (PROMPT_ALLOWANCE + max_new_tokens.min(GENERATION_ALLOWANCE))
+        .min(model.model.context_length());
+    let batch = model.model.batch_kv().with_budget(budget);
     let fit = batch.fitting_rows(free, positions);
     let chosen = asked.min(fit);
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
     tracing::info!(
         asked,
         chosen,
-        free_gib = free as f64 / (1u64 << 30) as f64,
+        free_gib = device_free.map(gib),
+        budget_gib = budget.map(gib),
         kv_kib_per_token = batch.bytes_per_position() as f64 / 1024.0,
         positions,
-        "sequences in flight from the GPU's free memory"
+        "sequences in flight from the memory for keys and values"
     );
     chosen
 }
@@ -176,7 +200,12 @@ impl Engine {
             .spawn(move || {
                 let (model, max_batch) = match LocalModel::load(&settings) {
                     Ok(m) => {
-                        let n = in_flight(&m, max_batch, settings.max_new_tokens as usize);
+                        let n = in_flight(
+                            &m,
+                            max_batch,
+                            settings.max_new_tokens as usize,
+                            settings.kv_memory,
+                        );
                         let _ = ready_tx.send(Ok(n));
                         (m, n)
                     }
@@ -190,7 +219,7 @@ impl Engine {
                 // close) and serving starts over; an engine thread that died would leave
                 // a loaded-looking backend that fails every later job.
                 while let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-                    || serve(&model, &rx, max_batch.max(1)),
+                    || serve(&model, &rx, max_batch.max(1), settings.kv_memory),
                 )) {
                     let message = panic
                         .downcast_ref::<String>()
@@ -232,6 +261,9 @@ impl Engine {
 /// A sequence in flight.
 struct Slot {
     cache: SeqCache,
+    /// The prompt's ids (a preempted sequence's keys and values are recomputed from them
+    /// and `ids`).
+    prompt: Vec<u32>,
     ids: Vec<u32>,
     last: u32,
     prompt_tokens: usize,
@@ -243,6 +275,11 @@ struct Slot {
     /// When the request was admitted; it fails once `time_limit` has passed since.
     admitted: Instant,
     time_limit: Duration,
+    /// Times it was preempted.
+    preempted: usize,
+    /// Whether its keys and values were dropped (it was preempted) and are recomputed
+    /// before it joins the batch again.
+    recompute: bool,
     finish: Option<Finish>,
     reply: tokio::sync::oneshot::Sender<Result<Generation, EngineError>>,
 }
@@ -268,6 +305,7 @@ impl Slot {
             prompt_tokens = self.prompt_tokens,
             reused_tokens = self.reused_tokens,
             generated = self.ids.len(),
+            preempted = self.preempted,
             prefill_seconds = self.prefill_seconds,
             decode_seconds = self.decode_started.elapsed().as_secs_f64(),
             "generation answered"
@@ -283,6 +321,7 @@ impl Slot {
                 reused_tokens: self.reused_tokens,
                 prefill_seconds: self.prefill_seconds,
                 decode_seconds: self.decode_started.elapsed().as_secs_f64(),
+                preempted: self.preempted,
                 finish: self.finish.unwrap_or(Finish::Length),
             });
         let _ = self.reply.send(result);
@@ -413,9 +452,10 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
     }
     let mut slot = Slot {
         cache: SeqCache::new(0),
+        prompt_tokens: ids.len(),
+        prompt: ids,
         ids: Vec::new(),
         last: 0,
-        prompt_tokens: ids.len(),
         reused_tokens: 0,
         max_new: request.max_new_tokens,
         ignore_eos: request.ignore_eos,
@@ -423,6 +463,8 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
         decode_started: started,
         admitted: started,
         time_limit: request.time_limit,
+        preempted: 0,
+        recompute: false,
         finish: None,
         reply: request.reply,
     };
@@ -431,27 +473,54 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
         slot.answer(model);
         return None;
     }
-    let logits = prefixes
-        .start(&ids, model.model.config.layers)
-        .and_then(|(cache, reused)| {
-            slot.cache = cache;
-            slot.reused_tokens = reused;
-            if model.model.uses_plain_path() {
-                let total = (ids.len() + slot.max_new).min(context);
-                slot.cache.reserve(total, &model.model.config);
-            }
-            model
-                .model
-                .forward(&[ids[reused..].to_vec()], &mut [&mut slot.cache])
-        })
-        .and_then(|l| argmax_rows(&l))
-        .and_then(|next| prefixes.keep(ids, &slot.cache).map(|()| next));
-    match logits {
+    let logits = prefill(model, &mut slot, prefixes);
+    slot.prefill_seconds = started.elapsed().as_secs_f64();
+    slot.decode_started = Instant::now();
+    take_first_token(model, slot, logits)
+}
+
+/// Runs a sequence's prompt, and a preempted one's generated tokens but the last, into
+/// its cache (from the longest prefix a kept prompt shares with it); the greedy next
+/// token. A new prompt's keys and values are kept for prefix reuse.
+fn prefill(
+    model: &LocalModel,
+    slot: &mut Slot,
+    prefixes: &mut Prefixes,
+) -> candle_core::Result<u32> {
+    let context = model.model.context_length();
+    let resumed = !slot.ids.is_empty();
+    let ids: Vec<u32> = slot.prompt.iter().chain(&slot.ids).copied().collect();
+    let (cache, reused) = prefixes.start(&ids, model.model.config.layers)?;
+    slot.cache = cache;
+    if !resumed {
+        slot.reused_tokens = reused;
+    }
+    if model.model.uses_plain_path() {
+        let total = (slot.prompt.len() + slot.max_new).min(context);
+        slot.cache.reserve(total, &model.model.config);
+    }
+    let logits = model
+        .model
+        .forward(&[ids[reused..].to_vec()], &mut [&mut slot.cache])?;
+    let next = argmax_rows(&logits)?;
+    if !resumed {
+        prefixes.keep(ids, &slot.cache)?;
+    }
+    Ok(next[0])
+}
+
+/// Takes the token a prefill gave; `None` when the sequence is answered by it (it ended,
+/// or ran out of time), or by the prefill's error.
+fn take_first_token(
+    model: &LocalModel,
+    mut slot: Slot,
+    next: candle_core::Result<u32>,
+) -> Option<Slot> {
+    let context = model.model.context_length();
+    match next {
         Ok(next) => {
-            slot.prefill_seconds = started.elapsed().as_secs_f64();
-            slot.decode_started = Instant::now();
             let cached = slot.cache.len();
-            slot.push(next[0], &model.stops, context, cached);
+            slot.push(next, &model.stops, context, cached);
             if slot.finish.is_some() {
                 slot.answer(model);
                 None
@@ -460,14 +529,21 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
             }
         }
         Err(e) => {
-            let message = if is_out_of_memory(&e) {
+            let message = if !is_out_of_memory(&e) {
+                error_text(&e)
+            } else if slot.ids.is_empty() {
                 format!(
                     "out of GPU memory in the prefill of a prompt of {} tokens: {}",
                     slot.prompt_tokens,
                     error_text(&e)
                 )
             } else {
-                error_text(&e)
+                format!(
+                    "out of GPU memory in recomputing the {} tokens of a preempted \
+                     sequence: {}",
+                    slot.prompt_tokens + slot.ids.len(),
+                    error_text(&e)
+                )
             };
             let _ = slot.reply.send(Err(EngineError::Model(message)));
             None
@@ -500,28 +576,44 @@ fn remove(
     Ok(active.swap_remove(i))
 }
 
-fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
+fn serve(
+    model: &LocalModel,
+    rx: &Receiver<EngineRequest>,
+    max_batch: usize,
+    budget: Option<usize>,
+) {
     let mut active: Vec<Slot> = Vec::new();
-    let mut batch = batch_kv(model);
+    let mut batch = batch_kv(model).map(|b| b.with_budget(budget));
     let mut prefixes = Prefixes {
         kept: VecDeque::new(),
     };
-    // A prefilled sequence waiting for the memory to join the batch.
-    let mut waiting: Option<Slot> = None;
+    // Sequences waiting for the memory to join the batch, in the order they were
+    // admitted: a prefilled one, and preempted ones whose keys and values were dropped.
+    let mut waiting: VecDeque<Slot> = VecDeque::new();
     loop {
         // A waiting sequence whose caller gave up leaves; one past its time limit fails.
-        let still_waiting = waiting
-            .take()
+        let now = Instant::now();
+        waiting = waiting
+            .into_iter()
             .filter(|s| !s.reply.is_closed())
-            .and_then(|s| s.check_deadline(Instant::now()).ok());
-        if let (Some(slot), Some(b)) = (still_waiting, &mut batch) {
-            match join(b, slot, active.is_empty()) {
+            .filter_map(|s| s.check_deadline(now).ok())
+            .collect();
+        // The first waiting joins first, and the others only after it; new requests
+        // only once none waits.
+        while active.len() < max_batch {
+            let (Some(b), Some(slot)) = (&mut batch, waiting.pop_front()) else {
+                break;
+            };
+            match rejoin(model, b, slot, active.is_empty(), &mut prefixes) {
                 Joined::Running(slot) => active.push(slot),
-                Joined::Waiting(slot) => waiting = Some(slot),
-                Joined::Failed => {}
+                Joined::Waiting(slot) => {
+                    waiting.push_front(slot);
+                    break;
+                }
+                Joined::Answered => {}
             }
         }
-        while waiting.is_none() && active.len() < max_batch {
+        while waiting.is_empty() && active.len() < max_batch {
             let request = if active.is_empty() {
                 match rx.recv() {
                     Ok(r) => r,
@@ -543,12 +635,12 @@ fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
                 None => active.push(slot),
                 Some(b) => match join(b, slot, active.is_empty()) {
                     Joined::Running(slot) => active.push(slot),
-                    Joined::Waiting(slot) => waiting = Some(slot),
-                    Joined::Failed => {}
+                    Joined::Waiting(slot) => waiting.push_back(slot),
+                    Joined::Answered => {}
                 },
             }
         }
-        let step = decode_step(model, &mut active, &mut batch);
+        let step = decode_step(model, &mut active, &mut batch, &mut waiting);
         if let Err(e) = step {
             let message = error_text(&e);
             for slot in active.drain(..) {
@@ -561,14 +653,14 @@ fn serve(model: &LocalModel, rx: &Receiver<EngineRequest>, max_batch: usize) {
     }
 }
 
-/// What became of a prefilled sequence offered to the batch.
+/// What became of a sequence offered to the batch.
 enum Joined {
     /// It is in the batch.
     Running(Slot),
     /// No memory for it until others finish.
     Waiting(Slot),
-    /// It failed (answered with the error).
-    Failed,
+    /// It is answered: it failed, or a preempted one's recomputed token ended it.
+    Answered,
 }
 
 /// Moves a prefilled sequence's keys and values into the batch. Without the memory for
@@ -583,17 +675,71 @@ fn join(batch: &mut BatchKv, mut slot: Slot, alone: bool) -> Joined {
         Err(e) if e.is_memory() && !alone => Joined::Waiting(slot),
         Err(e) => {
             let _ = slot.reply.send(Err(EngineError::Model(e.to_string())));
-            Joined::Failed
+            Joined::Answered
         }
     }
 }
 
+/// Offers a waiting sequence to the batch. A preempted one is recomputed first (its
+/// prompt and generated tokens in one prefill, which also gives its next token), once
+/// the batch has the room for it, or at once where it would run alone.
+fn rejoin(
+    model: &LocalModel,
+    batch: &mut BatchKv,
+    mut slot: Slot,
+    alone: bool,
+    prefixes: &mut Prefixes,
+) -> Joined {
+    if slot.recompute {
+        let positions = slot.prompt.len() + slot.ids.len();
+        if !alone && !batch.fits(batch.len() + 1, positions + 1) {
+            return Joined::Waiting(slot);
+        }
+        slot.recompute = false;
+        let next = prefill(model, &mut slot, prefixes);
+        match take_first_token(model, slot, next) {
+            Some(s) => slot = s,
+            None => return Joined::Answered,
+        }
+    }
+    join(batch, slot, alone)
+}
+
+/// Takes the most recently admitted sequence out of the batch to make room for the
+/// others (`why` says what lacked): its keys and values are dropped, to be recomputed
+/// when it comes back, and it waits, in admission order, with what it generated.
+fn preempt(
+    active: &mut Vec<Slot>,
+    batch: &mut BatchKv,
+    waiting: &mut VecDeque<Slot>,
+    why: &str,
+) -> candle_core::Result<()> {
+    let newest = (0..active.len())
+        .max_by_key(|&i| (active[i].admitted, i))
+        .expect("sequences in flight");
+    let mut slot = remove(active, Some(batch), newest)?;
+    slot.cache = SeqCache::new(0);
+    slot.recompute = true;
+    slot.preempted += 1;
+    tracing::debug!(
+        tokens = slot.prompt.len() + slot.ids.len(),
+        in_flight = active.len(),
+        why,
+        "a sequence preempted: it waits, and is recomputed when there is room"
+    );
+    let at = waiting.partition_point(|w| w.admitted <= slot.admitted);
+    waiting.insert(at, slot);
+    Ok(())
+}
+
 /// Drops the slots whose callers gave up, decodes one token for every other one, and
-/// answers those that finished or ran out of time.
+/// answers those that finished or ran out of time. Where the memory lacks for the step,
+/// the newest sequences are preempted until it fits; one that cannot fit alone fails.
 fn decode_step(
     model: &LocalModel,
     active: &mut Vec<Slot>,
     batch: &mut Option<BatchKv>,
+    waiting: &mut VecDeque<Slot>,
 ) -> candle_core::Result<()> {
     let context = model.model.context_length();
     // A caller that gave up (its future was dropped) frees its slot.
@@ -606,25 +752,25 @@ fn decode_step(
         return Ok(());
     }
     if let Some(b) = batch {
-        // Room for the step's keys and values; without the memory, the longest
-        // sequence fails (alone) until the others fit.
+        // Room for the step's keys and values.
         while let Err(e) = b.make_room() {
-            let Some(i) = b.longest().filter(|_| e.is_memory()) else {
+            if !e.is_memory() {
                 return Err(e.into());
-            };
-            let slot = remove(active, Some(b), i)?;
-            let _ = slot.reply.send(Err(EngineError::Model(format!(
-                "{e} (at {} tokens, with {} other sequences in flight)",
-                slot.prompt_tokens + slot.ids.len(),
-                active.len()
-            ))));
-            if active.is_empty() {
-                return Ok(());
             }
+            if active.len() > 1 {
+                preempt(active, b, waiting, &e.to_string())?;
+                continue;
+            }
+            let slot = remove(active, Some(b), 0)?;
+            let _ = slot.reply.send(Err(EngineError::Model(format!(
+                "{e} (at {} tokens, alone in the batch)",
+                slot.prompt_tokens + slot.ids.len(),
+            ))));
+            return Ok(());
         }
     }
     // A step that runs out of device memory (its activations beside the keys and values
-    // outgrew the estimate) changed no sequence's length: the longest fails alone and the
+    // outgrew the estimate) changed no sequence's length: the newest is preempted and the
     // step runs again for the others.
     let next = loop {
         match next_tokens(model, active, batch) {
@@ -633,15 +779,8 @@ fn decode_step(
                 let Some(b) = batch.as_mut() else {
                     return Err(e);
                 };
-                let i = b.longest().expect("sequences in flight");
-                let slot = remove(active, Some(b), i)?;
-                let _ = slot.reply.send(Err(EngineError::Model(format!(
-                    "out of GPU memory in a decode step (at {} tokens, with {} other \
-                     sequences in flight): {}",
-                    slot.prompt_tokens + slot.ids.len(),
-                    active.len(),
-                    error_text(&e)
-                ))));
+                let why = format!("out of GPU memory in a decode step: {}", error_text(&e));
+                preempt(active, b, waiting, &why)?;
             }
             Err(e) => return Err(e),
         }

@@ -76,6 +76,42 @@ pub struct LocalSettings {
     pub max_batch: usize,
     /// Longest one generation may take (`generation_timeout_s`).
     pub generation_timeout: Duration,
+    /// The most bytes the batched keys and values of the sequences in flight, with their
+    /// decode steps' headroom, may take ([`kv_memory_from_env`]); `None`: the device's
+    /// free memory alone bounds them (nothing does on a CPU). Never part of a key: it
+    /// decides how many sequences run at once, not what they say.
+    pub kv_memory: Option<usize>,
+}
+
+/// The variable that limits a local model's batched keys and values, in GiB: for a GPU
+/// shared with another process (a second worker, a vLLM server), or to bound the tensor
+/// path on a CPU.
+pub const KV_MEMORY_VAR: &str = "CREDENCE_KV_MEMORY_GIB";
+
+/// [`KV_MEMORY_VAR`] in bytes, where it is set: a positive number of GiB (fractions
+/// allowed), or an error that names the variable and the value.
+pub fn kv_memory_from_env() -> Result<Option<usize>, String> {
+    match std::env::var(KV_MEMORY_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("{KV_MEMORY_VAR}={v:?}: not a number of GiB"))
+        }
+        Ok(v) => parse_gib(&v)
+            .map(Some)
+            .map_err(|e| format!("{KV_MEMORY_VAR}={v:?}: {e}")),
+    }
+}
+
+/// A positive number of GiB, in bytes.
+fn parse_gib(text: &str) -> Result<usize, String> {
+    let gib: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| "not a number of GiB (such as 40 or 0.5)".to_string())?;
+    if !(gib.is_finite() && gib > 0.0 && gib < (1u64 << 33) as f64) {
+        return Err("not a positive number of GiB".into());
+    }
+    Ok((gib * (1u64 << 30) as f64) as usize)
 }
 
 pub use credence_core::device::{ComputeDevice, WeightDtype};
@@ -584,5 +620,19 @@ impl Generator for LocalBackend {
             retries: 0,
             hit_limit: g.finish == engine::Finish::Length,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_gib;
+
+    #[test]
+    fn a_kv_memory_limit_is_a_positive_number_of_gib() {
+        assert_eq!(parse_gib("40"), Ok(40 << 30));
+        assert_eq!(parse_gib(" 0.5 "), Ok(1 << 29));
+        for bad in ["0", "-2", "", "lots", "NaN", "inf", "1e12"] {
+            assert!(parse_gib(bad).is_err(), "{bad:?}");
+        }
     }
 }
