@@ -288,12 +288,6 @@ impl BatchKv {
         self.rows * self.capacity * self.bytes_per_position()
     }
 
-    /// The most bytes the buffers and their steps' headroom may hold, where a limit is set
-    /// ([`BatchKv::with_budget`]).
-    pub fn budget(&self) -> Option<usize> {
-        self.budget
-    }
-
     /// The same, with its buffers and their steps' headroom held to at most `budget`
     /// bytes (`CREDENCE_KV_MEMORY_GIB`): on a GPU it shares with another process, or on a
     /// CPU, where nothing else bounds them.

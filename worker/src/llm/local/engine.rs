@@ -10,9 +10,10 @@
 //! over at once, and free GPU memory bounds how many join: one that does not fit waits, or,
 //! alone, fails by itself. When the sequences in flight outgrow the memory, the newest are
 //! preempted: they leave the batch, wait, and come back with their keys and values
-//! recomputed, so that the sizing can follow typical lengths, not the generation limit. Decoding is greedy (the lowest id wins a tie), so an answer
-//! depends only on its prompt: on the CPU the same prompt gives the same bytes alone or in
-//! any batch, in any process (tested in `worker/tests/llm_local.rs` and, for the batched
+//! recomputed, so that the sizing can follow typical lengths, not the generation limit.
+//! Decoding is greedy (the lowest id wins a tie), so an answer depends only on its
+//! prompt: on the CPU the same prompt gives the same bytes alone or in any batch, in any
+//! process (tested in `worker/tests/llm_local.rs` and, for the batched
 //! cache, `worker/tests/llm_device.rs`).
 //!
 //! Prefix reuse: the keys and values of recent prompts (the last four, and more within
@@ -479,8 +480,8 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
     take_first_token(model, slot, logits)
 }
 
-/// Runs a sequence's prompt, and a preempted one's generated tokens but the last, into
-/// its cache (from the longest prefix a kept prompt shares with it); the greedy next
+/// Runs a sequence's prompt (and, for a preempted one, every token it generated) into its
+/// cache, from the longest prefix a kept prompt shares with it; returns the greedy next
 /// token. A new prompt's keys and values are kept for prefix reuse.
 fn prefill(
     model: &LocalModel,
