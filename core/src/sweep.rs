@@ -331,7 +331,8 @@ pub const DEFAULT_GENERATION_TIMEOUT_S: u32 = 1800;
 /// set it): enough to read each weight once for many tokens on a CPU. On a GPU more pays
 /// (Qwen3-8B's shape on an H200: 2,096 tokens/s at 32 in flight, 3,310 at 64, 4,118 at
 /// 128), and the engine takes fewer where the GPU's free memory after the load holds the
-/// keys and values of fewer sequences at their generation limit.
+/// keys and values of fewer sequences of typical length (it preempts the newest when
+/// those in flight outgrow it).
 pub fn default_max_batch(device: ComputeDevice) -> usize {
     if device.is_cuda() {
         128
