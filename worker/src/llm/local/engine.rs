@@ -267,7 +267,6 @@ struct Slot {
     prompt: Vec<u32>,
     ids: Vec<u32>,
     last: u32,
-    prompt_tokens: usize,
     reused_tokens: usize,
     max_new: usize,
     ignore_eos: bool,
@@ -286,6 +285,11 @@ struct Slot {
 }
 
 impl Slot {
+    /// Tokens of the sequence so far: its prompt and what it generated.
+    fn tokens(&self) -> usize {
+        self.prompt.len() + self.ids.len()
+    }
+
     /// Takes a generated token; decides whether the sequence is done.
     fn push(&mut self, token: u32, stops: &[u32], context: usize, cached: usize) {
         if !self.ignore_eos && stops.contains(&token) {
@@ -303,7 +307,7 @@ impl Slot {
 
     fn answer(self, model: &LocalModel) {
         tracing::debug!(
-            prompt_tokens = self.prompt_tokens,
+            prompt_tokens = self.prompt.len(),
             reused_tokens = self.reused_tokens,
             generated = self.ids.len(),
             preempted = self.preempted,
@@ -318,7 +322,7 @@ impl Slot {
             .map(|text| Generation {
                 text,
                 ids: self.ids,
-                prompt_tokens: self.prompt_tokens,
+                prompt_tokens: self.prompt.len(),
                 reused_tokens: self.reused_tokens,
                 prefill_seconds: self.prefill_seconds,
                 decode_seconds: self.decode_started.elapsed().as_secs_f64(),
@@ -453,7 +457,6 @@ fn admit(model: &LocalModel, request: EngineRequest, prefixes: &mut Prefixes) ->
     }
     let mut slot = Slot {
         cache: SeqCache::new(0),
-        prompt_tokens: ids.len(),
         prompt: ids,
         ids: Vec::new(),
         last: 0,
@@ -535,14 +538,14 @@ fn take_first_token(
             } else if slot.ids.is_empty() {
                 format!(
                     "out of GPU memory in the prefill of a prompt of {} tokens: {}",
-                    slot.prompt_tokens,
+                    slot.prompt.len(),
                     error_text(&e)
                 )
             } else {
                 format!(
                     "out of GPU memory in recomputing the {} tokens of a preempted \
                      sequence: {}",
-                    slot.prompt_tokens + slot.ids.len(),
+                    slot.tokens(),
                     error_text(&e)
                 )
             };
@@ -692,8 +695,7 @@ fn rejoin(
     prefixes: &mut Prefixes,
 ) -> Joined {
     if slot.recompute {
-        let positions = slot.prompt.len() + slot.ids.len();
-        if !alone && !batch.fits(batch.len() + 1, positions + 1) {
+        if !alone && !batch.fits(batch.len() + 1, slot.tokens() + 1) {
             return Joined::Waiting(slot);
         }
         slot.recompute = false;
@@ -723,7 +725,7 @@ fn preempt(
     slot.recompute = true;
     slot.preempted += 1;
     tracing::debug!(
-        tokens = slot.prompt.len() + slot.ids.len(),
+        tokens = slot.tokens(),
         in_flight = active.len(),
         why,
         "a sequence preempted: it waits, and is recomputed when there is room"
@@ -763,10 +765,8 @@ fn decode_step(
                 continue;
             }
             let slot = remove(active, Some(b), 0)?;
-            let _ = slot.reply.send(Err(EngineError::Model(format!(
-                "{e} (at {} tokens, alone in the batch)",
-                slot.prompt_tokens + slot.ids.len(),
-            ))));
+            let message = format!("{e} (at {} tokens, alone in the batch)", slot.tokens());
+            let _ = slot.reply.send(Err(EngineError::Model(message)));
             return Ok(());
         }
     }
